@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install what the CPU build, the tests and the data scripts need on a fresh Debian machine:
+# a C toolchain, OpenBLAS, Open MPI (Debian packages) and numpy, tiktoken, matplotlib, tqdm (PyPI).
+# Safe to run again: it skips what is already there. PyTorch is NOT installed here: only
+# dev/make_reference.py needs it (pip install torch), and its output is committed.
+set -euo pipefail
+need_apt=()
+command -v gcc   >/dev/null 2>&1 || need_apt+=(gcc)
+command -v make  >/dev/null 2>&1 || need_apt+=(make)
+[ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || need_apt+=(libopenblas-dev)
+command -v mpicc  >/dev/null 2>&1 || need_apt+=(libopenmpi-dev)
+command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    echo "setup: installing Debian packages: ${need_apt[*]}"
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+need_pip=()
+for mod in numpy tiktoken matplotlib tqdm; do
+    python3 -c "import $mod" >/dev/null 2>&1 || need_pip+=("$mod")
+done
+if [ ${#need_pip[@]} -gt 0 ]; then
+    echo "setup: installing Python packages: ${need_pip[*]}"
+    python3 -m pip install -q "${need_pip[@]}" 2>/dev/null || python3 -m pip install -q --break-system-packages "${need_pip[@]}"
+fi
+echo "setup: ok"

@@ -1,0 +1,10 @@
+# Helpers for test groups (source it). check NAME CMD...: PASS if CMD exits 0.
+# check_fails NAME PATTERN CMD...: PASS if CMD exits 1 and its stderr+stdout contain PATTERN.
+check() { local name=$1; shift; if "$@" >/tmp/check.$$ 2>&1; then echo "PASS $name"; else echo "FAIL $name: $(tail -3 /tmp/check.$$ | tr '\n' ' ')"; fi; rm -f /tmp/check.$$; }
+check_fails() {
+    local name=$1 pattern=$2; shift 2
+    local out rc
+    out=$("$@" 2>&1); rc=$?
+    if [ "$rc" -eq 1 ] && grep -q -- "$pattern" <<<"$out"; then echo "PASS $name"
+    else echo "FAIL $name: exit $rc, wanted 1 and '$pattern'; got: $(tail -2 <<<"$out" | tr '\n' ' ')"; fi
+}
