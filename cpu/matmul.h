@@ -1,0 +1,39 @@
+/*
+ * matmul.h: linear layer y = x W^T + b through OpenBLAS cblas_sgemm, CPU (fp32).
+ * Twin of kernels/matmul.cuh (cuBLASLt).
+ * forward:  out (N,OC) = inp (N,C) @ weight^T, weight (OC,C) (PyTorch Linear layout), + bias (OC)
+ *           if bias != NULL. N = B*T rows.
+ * backward: accumulates dinp (N,C) += dout @ weight; dweight (OC,C) += dout^T @ inp;
+ *           dbias (OC) += column sums of dout (if dbias != NULL).
+ */
+#ifndef CPU_MATMUL_H
+#define CPU_MATMUL_H
+#include <cblas.h>
+
+static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                           int N, int C, int OC) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC);
+    if (bias != NULL) {
+        #pragma omp parallel for
+        for (int n = 0; n < N; n++) {
+            float* o = out + (size_t)n * OC;
+            for (int j = 0; j < OC; j++) o[j] += bias[j];
+        }
+    }
+}
+
+static void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                            const float* inp, const float* weight, int N, int C, int OC) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dbias != NULL) {
+        #pragma omp parallel for
+        for (int j = 0; j < OC; j++) {
+            float sum = 0.0f;
+            for (int n = 0; n < N; n++) sum += dout[(size_t)n * OC + j];
+            dbias[j] += sum;
+        }
+    }
+}
+
+#endif
