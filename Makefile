@@ -35,3 +35,6 @@ test: train_gpt2 test_gpt2 unit_tests
 
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
+
+# CUDA build targets live in cuda.mk (train_gpt2cu, test_gpt2cu, cuda_check).
+-include cuda.mk
