@@ -1,0 +1,186 @@
+/*
+ * args.h: the trainer's command line, shared by the CPU and CUDA builds. llm.c's flags where
+ * they mean the same thing (-i -j -e -o -n -y -b -t -d -l -u -q -c -k -x -v -m -s -g -a -z),
+ * plus -gc (gradient clip), -sd (seed), -wt (collective wait timeout, seconds).
+ * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
+ * flag or a malformed value prints one error line and exits 1.
+ */
+#ifndef COMMON_ARGS_H
+#define COMMON_ARGS_H
+#include <errno.h>
+#include <stddef.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char* train_pattern; // -i
+    const char* val_pattern;   // -j
+    const char* init;          // -e: llm.c model file, or a depth descriptor d1..d48
+    const char* output_dir;    // -o: log, checkpoints (NULL: none)
+    int checkpoint_every;      // -n
+    int resume;                // -y
+    int B;                     // -b micro-batch size (sequences per rank)
+    int T;                     // -t sequence length
+    int total_batch_tokens;    // -d (-1: B*T*world_size, no accumulation)
+    float learning_rate;       // -l
+    int warmup_steps;          // -u
+    float final_lr_fraction;   // -q
+    float weight_decay;        // -c
+    const char* lr_schedule;   // -k
+    int max_steps;             // -x (-1: one epoch of the train data)
+    int val_every;             // -v
+    int val_max_steps;         // -m
+    int sample_every;          // -s
+    int gen_tokens;            // -g
+    int overfit_single_batch;  // -a
+    int zero_stage;            // -z (-1: the compiled stage; otherwise must equal it)
+    float grad_clip;           // -gc (0 disables)
+    int seed;                  // -sd
+    float collective_timeout_s; // -wt
+} TrainArgs;
+
+typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING } ArgType;
+typedef struct { const char* flag; ArgType type; size_t offset; const char* help; } ArgSpec;
+
+#define ARG_FIELD(f) offsetof(TrainArgs, f)
+static const ArgSpec arg_specs[] = {
+    {"-i", ARG_STRING, ARG_FIELD(train_pattern), "train token shards (glob)"},
+    {"-j", ARG_STRING, ARG_FIELD(val_pattern), "val token shards (glob)"},
+    {"-e", ARG_STRING, ARG_FIELD(init), "init: llm.c model file, or depth d1-d4, d6, d12, d24, d36, d48 (from scratch)"},
+    {"-o", ARG_STRING, ARG_FIELD(output_dir), "output dir for log.jsonl and checkpoints (none: no files)"},
+    {"-n", ARG_INT, ARG_FIELD(checkpoint_every), "write a checkpoint every n steps (0: never)"},
+    {"-y", ARG_INT, ARG_FIELD(resume), "resume from the latest checkpoint in -o (0/1)"},
+    {"-b", ARG_INT, ARG_FIELD(B), "micro-batch size B (sequences per rank per micro-step)"},
+    {"-t", ARG_INT, ARG_FIELD(T), "sequence length T"},
+    {"-d", ARG_INT, ARG_FIELD(total_batch_tokens), "total batch size in tokens (-1: B*T*ranks); gradient accumulation fills the rest"},
+    {"-l", ARG_FLOAT, ARG_FIELD(learning_rate), "peak learning rate"},
+    {"-u", ARG_INT, ARG_FIELD(warmup_steps), "learning-rate warmup steps"},
+    {"-q", ARG_FLOAT, ARG_FIELD(final_lr_fraction), "final learning rate as a fraction of the peak"},
+    {"-c", ARG_FLOAT, ARG_FIELD(weight_decay), "AdamW weight decay (2-D weights only)"},
+    {"-k", ARG_STRING, ARG_FIELD(lr_schedule), "learning-rate decay: cosine, linear, constant"},
+    {"-x", ARG_INT, ARG_FIELD(max_steps), "optimizer steps (-1: one epoch of the train data)"},
+    {"-v", ARG_INT, ARG_FIELD(val_every), "val loss every v steps (0: never)"},
+    {"-m", ARG_INT, ARG_FIELD(val_max_steps), "val batches per evaluation"},
+    {"-s", ARG_INT, ARG_FIELD(sample_every), "print a text sample every s steps (0: never)"},
+    {"-g", ARG_INT, ARG_FIELD(gen_tokens), "tokens per sample"},
+    {"-a", ARG_INT, ARG_FIELD(overfit_single_batch), "overfit one batch (0/1), for debugging"},
+    {"-z", ARG_INT, ARG_FIELD(zero_stage), "ZeRO stage; fixed at compile time (make ZERO_STAGE=N), -1: that one"},
+    {"-gc", ARG_FLOAT, ARG_FIELD(grad_clip), "clip the gradient to this global norm (0: off)"},
+    {"-sd", ARG_INT, ARG_FIELD(seed), "random seed (init, sampling)"},
+    {"-wt", ARG_FLOAT, ARG_FIELD(collective_timeout_s), "abort all ranks if a collective waits longer (s)"},
+};
+#define NUM_ARG_SPECS (int)(sizeof(arg_specs) / sizeof(arg_specs[0]))
+
+static void train_args_defaults(TrainArgs* a) {
+    a->train_pattern = "data/tinyshakespeare/tiny_shakespeare_train.bin";
+    a->val_pattern = "data/tinyshakespeare/tiny_shakespeare_val.bin";
+    a->init = "d12";
+    a->output_dir = NULL;
+    a->checkpoint_every = 0;
+    a->resume = 0;
+    a->B = 4;
+    a->T = 64;
+    a->total_batch_tokens = -1;
+    a->learning_rate = 3e-4f;
+    a->warmup_steps = 0;
+    a->final_lr_fraction = 1.0f;
+    a->weight_decay = 0.0f;
+    a->lr_schedule = "cosine";
+    a->max_steps = -1;
+    a->val_every = 20;
+    a->val_max_steps = 20;
+    a->sample_every = 20;
+    a->gen_tokens = 64;
+    a->overfit_single_batch = 0;
+    a->zero_stage = -1;
+    a->grad_clip = 1.0f;
+    a->seed = 42;
+    a->collective_timeout_s = 300.0f;
+}
+
+static void train_args_print_help(const char* program, FILE* out) {
+    TrainArgs d;
+    train_args_defaults(&d);
+    fprintf(out, "usage: %s [flag value] ...\n", program);
+    for (int i = 0; i < NUM_ARG_SPECS; i++) {
+        const ArgSpec* s = &arg_specs[i];
+        const char* field = (const char*)&d + s->offset;
+        char def[128];
+        if (s->type == ARG_INT) snprintf(def, sizeof(def), "%d", *(const int*)field);
+        else if (s->type == ARG_FLOAT) snprintf(def, sizeof(def), "%g", *(const float*)field);
+        else snprintf(def, sizeof(def), "%s", *(const char* const*)field ? *(const char* const*)field : "(none)");
+        fprintf(out, "  %-4s %-60s default %s\n", s->flag, s->help, def);
+    }
+    fprintf(out, "  -h   print this help\n");
+}
+
+// Parse argv into *a (defaults first). Exits 0 after -h, 1 on a bad flag or value.
+static void train_args_parse(TrainArgs* a, int argc, char** argv) {
+    train_args_defaults(a);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            train_args_print_help(argv[0], stdout);
+            exit(0);
+        }
+        const ArgSpec* spec = NULL;
+        for (int k = 0; k < NUM_ARG_SPECS; k++) if (strcmp(argv[i], arg_specs[k].flag) == 0) spec = &arg_specs[k];
+        if (spec == NULL) {
+            fprintf(stderr, "error: %s: unknown flag; expected one of the flags listed by -h\n", argv[i]);
+            exit(1);
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "error: %s: missing value; expected a value after the flag (see -h)\n", argv[i]);
+            exit(1);
+        }
+        const char* value = argv[++i];
+        char* field = (char*)a + spec->offset;
+        char* end = NULL;
+        errno = 0;
+        if (spec->type == ARG_INT) {
+            long v = strtol(value, &end, 10);
+            if (errno || end == value || *end != '\0' || v < INT_MIN || v > INT_MAX) {
+                fprintf(stderr, "error: %s: '%s' is not an integer; expected an integer\n", spec->flag, value);
+                exit(1);
+            }
+            *(int*)field = (int)v;
+        } else if (spec->type == ARG_FLOAT) {
+            float v = strtof(value, &end);
+            if (errno || end == value || *end != '\0') {
+                fprintf(stderr, "error: %s: '%s' is not a number; expected a number\n", spec->flag, value);
+                exit(1);
+            }
+            *(float*)field = v;
+        } else {
+            *(const char**)field = value;
+        }
+    }
+}
+
+// Range checks that need no other state; one error line and exit 1 on the first violation.
+static void train_args_validate(const TrainArgs* a) {
+#define ARG_REQUIRE(cond, flag, expected) \
+    do { if (!(cond)) { fprintf(stderr, "error: %s: invalid value; expected %s\n", flag, expected); exit(1); } } while (0)
+    ARG_REQUIRE(a->B >= 1, "-b", "B >= 1");
+    ARG_REQUIRE(a->T >= 1, "-t", "T >= 1");
+    ARG_REQUIRE(a->total_batch_tokens == -1 || a->total_batch_tokens >= 1, "-d", "-1 or a positive number of tokens");
+    ARG_REQUIRE(a->learning_rate >= 0.0f, "-l", "a learning rate >= 0");
+    ARG_REQUIRE(a->warmup_steps >= 0, "-u", "warmup steps >= 0");
+    ARG_REQUIRE(a->final_lr_fraction >= 0.0f && a->final_lr_fraction <= 1.0f, "-q", "a fraction in [0, 1]");
+    ARG_REQUIRE(a->weight_decay >= 0.0f, "-c", "weight decay >= 0");
+    ARG_REQUIRE(a->max_steps == -1 || a->max_steps >= 0, "-x", "-1 or steps >= 0");
+    ARG_REQUIRE(a->val_every >= 0, "-v", "val interval >= 0");
+    ARG_REQUIRE(a->val_max_steps >= 1, "-m", "val batches >= 1");
+    ARG_REQUIRE(a->sample_every >= 0, "-s", "sample interval >= 0");
+    ARG_REQUIRE(a->gen_tokens >= 1, "-g", "tokens per sample >= 1");
+    ARG_REQUIRE(a->checkpoint_every >= 0, "-n", "checkpoint interval >= 0");
+    ARG_REQUIRE(a->resume == 0 || a->resume == 1, "-y", "0 or 1");
+    ARG_REQUIRE(a->overfit_single_batch == 0 || a->overfit_single_batch == 1, "-a", "0 or 1");
+    ARG_REQUIRE(a->grad_clip >= 0.0f, "-gc", "a norm >= 0");
+    ARG_REQUIRE(a->collective_timeout_s > 0.0f, "-wt", "seconds > 0");
+    ARG_REQUIRE(a->zero_stage >= -1 && a->zero_stage <= 3, "-z", "a ZeRO stage 0..3 (or -1)");
+#undef ARG_REQUIRE
+}
+
+#endif
