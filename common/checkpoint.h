@@ -22,9 +22,10 @@
 #define MODEL_HEADER_INTS 256
 
 // An open temporary file that becomes `path` on atomic_file_commit.
-typedef struct { FILE* f; char path[4096]; char tmp_path[4200]; } AtomicFile;
+typedef struct { FILE* f; char path[4096]; char tmp_path[4096 + 8]; } AtomicFile;
 
 static void atomic_file_open(AtomicFile* af, const char* path) {
+    if (strlen(path) + 5 > sizeof(af->path)) { fprintf(stderr, "error: %s: path too long; expected under 4090 characters\n", path); exit(1); }
     snprintf(af->path, sizeof(af->path), "%s", path);
     snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp", path);
     af->f = fopen(af->tmp_path, "wb");

@@ -7,7 +7,8 @@ set -euo pipefail
 need_apt=()
 command -v gcc   >/dev/null 2>&1 || need_apt+=(gcc)
 command -v make  >/dev/null 2>&1 || need_apt+=(make)
-[ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || need_apt+=(libopenblas-dev)
+# The OpenMP build of OpenBLAS: it shares the trainer's OpenMP threads instead of fighting them.
+ls -d /usr/lib/*/openblas-openmp >/dev/null 2>&1 || need_apt+=(libopenblas-openmp-dev)
 command -v mpicc  >/dev/null 2>&1 || need_apt+=(libopenmpi-dev)
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
