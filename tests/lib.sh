@@ -8,3 +8,10 @@ check_fails() {
     if [ "$rc" -eq 1 ] && grep -q -- "$pattern" <<<"$out"; then echo "PASS $name"
     else echo "FAIL $name: exit $rc, wanted 1 and '$pattern'; got: $(tail -2 <<<"$out" | tr '\n' ' ')"; fi
 }
+# ensure_tinyshakespeare: make data/tinyshakespeare/ shards from the local copies in ../shared/data
+# (or SHARED_DATA=dir) if they are not there yet.
+ensure_tinyshakespeare() {
+    [ -f data/tinyshakespeare/tiny_shakespeare_train.bin ] && return 0
+    local shared=${SHARED_DATA:-../shared/data}
+    python3 data/tinyshakespeare.py --text "$shared/tinyshakespeare/input.txt" --bpe-dir "$shared/gpt2" >/dev/null
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The CPU trainer: the model against the PyTorch reference, host-code unit tests, every bad
+# input of the command line and files (one error line, exit 1), and a short real training run.
+cd "$(dirname "$0")/.." || exit 1
+source tests/lib.sh
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+ensure_tinyshakespeare || { echo "FAIL tinyshakespeare_data: could not prepare data/tinyshakespeare"; exit 1; }
+
+./test_gpt2
+./build/test_core
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+TRAIN=data/tinyshakespeare/tiny_shakespeare_train.bin
+VAL=data/tinyshakespeare/tiny_shakespeare_val.bin
+run() { ./train_gpt2 -i "$TRAIN" -j "$VAL" -e d1 -b 2 -t 16 -x 1 -v 0 -s 0 "$@"; }
+
+# Flags
+check "help_lists_every_flag_with_default" bash -c "./train_gpt2 -h | grep -q -- '-gc .*default 1' && ./train_gpt2 -h | grep -q -- '-d .*default -1'"
+check_fails "unknown_flag" "error: -Q: unknown flag" run -Q 1
+check_fails "malformed_int_value" "error: -b: 'abc' is not an integer" run -b abc
+check_fails "malformed_float_value" "error: -l: '1e-3x' is not a number" run -l 1e-3x
+check_fails "missing_flag_value" "error: -x: missing value" ./train_gpt2 -x
+check_fails "negative_batch" "error: -b: invalid value" run -b 0
+check_fails "unknown_depth_descriptor" "error: -e d5: unknown depth descriptor" run -e d5
+check_fails "unknown_schedule" "error: -k wsd: unknown schedule" run -k wsd
+check_fails "total_batch_not_multiple" "error: -d 100: not a multiple of B\*T\*ranks" run -d 100
+check_fails "sequence_longer_than_model" "error: -t 2048: longer than the model's max sequence length" run -t 2048
+check_fails "wrong_zero_stage_flag" "error: -z 3: this binary was compiled for ZeRO stage" run -z 3
+
+# Files
+check_fails "missing_train_shard" "error: $tmp/none_\*.bin" run -i "$tmp/none_*.bin"
+check_fails "shard_smaller_than_batch" "tiny_shakespeare_val.bin" run -i "$VAL" -b 64 -t 1024 -e d1
+head -c 2000 dev/reference/gpt2_ref_model.bin > "$tmp/truncated.bin"
+check_fails "model_file_size_mismatch" "error: $tmp/truncated.bin: file is 2000 bytes; expected" run -e "$tmp/truncated.bin"
+python3 -c "import sys; d=bytearray(open('dev/reference/gpt2_ref_model.bin','rb').read()); d[0]^=1; open(sys.argv[1],'wb').write(d)" "$tmp/badmagic.bin"
+check_fails "model_file_wrong_magic" "error: $tmp/badmagic.bin: bad magic" run -e "$tmp/badmagic.bin"
+check_fails "missing_model_file" "error: $tmp/nope.bin: cannot open model file" run -e "$tmp/nope.bin"
+touch "$tmp/afile"
+check_fails "unwritable_output_dir" "error: -o $tmp/afile/out" run -o "$tmp/afile/out"
+
+# A short real run: loss falls, val and sample appear, the log has one record per step, and the
+# checkpoint it writes loads back (as an llm.c model file) and trains on.
+./train_gpt2 -i "$TRAIN" -j "$VAL" -e d1 -b 4 -t 32 -x 30 -l 3e-3 -v 15 -m 4 -s 30 -g 16 -n 30 -o "$tmp/run" > "$tmp/run.txt" 2>&1
+check "short_run_exits_0" test $? -eq 0
+check "short_run_train_loss_falls" python3 - "$tmp/run/log.jsonl" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+train = [r["loss"] for r in recs if r["kind"] == "train"]
+assert len(train) == 30, len(train)
+first, last = sum(train[:3]) / 3, sum(train[-3:]) / 3
+assert first > 10.0 and last < first - 1.0, (first, last)
+val = [r["loss"] for r in recs if r["kind"] == "val"]
+assert len(val) == 3 and val[-1] < val[0] - 1.0, val
+PY
+check "short_run_prints_sample" grep -q '^sample:' "$tmp/run.txt"
+check "short_run_checkpoint_written" test -f "$tmp/run/model_00000030.bin"
+check "checkpoint_loads_and_trains" run -e "$tmp/run/model_00000030.bin" -b 4 -t 32 -x 2
