@@ -24,6 +24,15 @@ typedef struct { FILE* f; } Logger;
 static void output_dir_prepare(const char* dir) {
     struct stat st;
     if (stat(dir, &st) != 0) {
+        // mkdir -p: create the missing parents first.
+        char partial[4096];
+        snprintf(partial, sizeof(partial), "%s", dir);
+        for (char* p = partial + 1; *p; p++) {
+            if (*p != '/') continue;
+            *p = '\0';
+            if (stat(partial, &st) != 0) mkdir(partial, 0755);
+            *p = '/';
+        }
         if (mkdir(dir, 0755) != 0) {
             fprintf(stderr, "error: -o %s: cannot create output dir (%s); expected a writable path\n", dir, strerror(errno));
             exit(1);

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The main job on a CPU box: install what is needed, prepare tinyshakespeare (from the local
+# copies in ../shared/data when present, else downloaded), build, train a small GPT-2 (d4:
+# L=4, C=256) from scratch for a few minutes, and print the val loss and a text sample.
+# Environment: SHARED_DATA (dir with tinyshakespeare/input.txt and gpt2/), STEPS, OUT.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+shared=${SHARED_DATA:-../shared/data}
+if [ ! -f data/tinyshakespeare/tiny_shakespeare_train.bin ]; then
+    if [ -f "$shared/tinyshakespeare/input.txt" ] && [ -f "$shared/gpt2/encoder.json" ]; then
+        python3 data/tinyshakespeare.py --text "$shared/tinyshakespeare/input.txt" --bpe-dir "$shared/gpt2"
+    else
+        python3 data/tinyshakespeare.py # online: downloads the text and the GPT-2 BPE files
+    fi
+fi
+make -s train_gpt2
+steps=${STEPS:-200}
+./train_gpt2 -e d4 -b 8 -t 128 -x "$steps" -l 1e-3 -u 20 -q 0.1 -c 0.1 -v 50 -m 10 -s "$steps" -g 64 \
+    -o "${OUT:-out/tinyshakespeare_d4}" "$@"
