@@ -1,0 +1,89 @@
+/*
+ * classifier.cuh: fused softmax + cross-entropy + logits gradient, GPU. CPU twin: cpu/classifier.h.
+ * logits (N,Vp) bf16, N = B*T rows; only the first V columns are real. targets (N) int32,
+ * losses (N) fp32 = -log softmax(logits)[target] = logsumexp(row) - row[target].
+ * If dlogits_scale != 0, the logits are overwritten in place with
+ *   dloss/dlogits = (softmax - onehot(target)) * dlogits_scale   (bf16),
+ * padded columns V..Vp-1 get 0. The caller passes 1/(B*T*grad_accum_steps) for a mean loss.
+ * One block per row. Each thread keeps its share of the row in registers (at most
+ * CLASSIFIER_MAX_PACKS packs of 8 bf16), so the logits are read from memory exactly once and
+ * no fp32 copy of the probabilities ever exists: max, then sum of exp, then the gradient, all
+ * from registers. Limit: Vp <= 1024 * 8 * CLASSIFIER_MAX_PACKS = 65536 (GPT-2: 50304).
+ * Requires Vp % 8 == 0.
+ */
+#ifndef KERNELS_CLASSIFIER_CUH
+#define KERNELS_CLASSIFIER_CUH
+
+#include "../common/cuda_utils.cuh"
+
+#define CLASSIFIER_MAX_PACKS 8
+
+__global__ void __launch_bounds__(1024) fused_classifier_kernel(bf16* logits, float* losses, const int* targets,
+                                                                int V, int Vp, float dlogits_scale) {
+    __shared__ float reduce_scratch[32];
+    __shared__ float target_logit;
+    int row = blockIdx.x;
+    bf16* x = logits + (size_t)row * Vp;
+    int packs = Vp / PACK_BF16;
+    int target = targets[row];
+    if (threadIdx.x == 0) target_logit = __bfloat162float(x[target]); // read before anyone writes
+    PackBf16 data[CLASSIFIER_MAX_PACKS];
+    float local_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < CLASSIFIER_MAX_PACKS; j++) {
+        int p = j * blockDim.x + threadIdx.x;
+        if (p < packs) {
+            data[j] = load_pack_streaming(x + (size_t)p * PACK_BF16);
+            for (int k = 0; k < PACK_BF16; k++)
+                if (p * PACK_BF16 + k < V) local_max = fmaxf(local_max, __bfloat162float(data[j].v[k]));
+        }
+    }
+    float row_max = block_reduce_max(local_max, reduce_scratch);
+    float local_sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < CLASSIFIER_MAX_PACKS; j++) {
+        int p = j * blockDim.x + threadIdx.x;
+        if (p < packs)
+            for (int k = 0; k < PACK_BF16; k++)
+                if (p * PACK_BF16 + k < V) local_sum += __expf(__bfloat162float(data[j].v[k]) - row_max);
+    }
+    float sum = block_reduce_sum(local_sum, reduce_scratch); // its __syncthreads also publishes target_logit
+    if (threadIdx.x == 0) losses[row] = logf(sum) - (target_logit - row_max);
+    if (dlogits_scale == 0.0f) return;
+    float scale = dlogits_scale / sum;
+#pragma unroll
+    for (int j = 0; j < CLASSIFIER_MAX_PACKS; j++) {
+        int p = j * blockDim.x + threadIdx.x;
+        if (p < packs) {
+            PackBf16 r;
+            for (int k = 0; k < PACK_BF16; k++) {
+                int col = p * PACK_BF16 + k;
+                float g = 0.0f;
+                if (col < V) {
+                    g = __expf(__bfloat162float(data[j].v[k]) - row_max) * scale;
+                    if (col == target) g -= dlogits_scale;
+                }
+                r.v[k] = __float2bfloat16(g);
+            }
+            store_pack_streaming(x + (size_t)p * PACK_BF16, r);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Launcher
+
+static inline void fused_classifier_cuda(bf16* logits, float* losses, const int* targets, int N, int V, int Vp,
+                                         float dlogits_scale, cudaStream_t stream) {
+    int packs = Vp / PACK_BF16;
+    int block = ceil_div_int(packs < 1024 ? packs : 1024, 32) * 32;
+    if (Vp % PACK_BF16 != 0 || ceil_div_int(packs, block) > CLASSIFIER_MAX_PACKS) {
+        fprintf(stderr, "error: fused_classifier: Vp=%d unsupported; expected a multiple of 8 up to %d\n", Vp,
+                1024 * PACK_BF16 * CLASSIFIER_MAX_PACKS);
+        exit(1);
+    }
+    fused_classifier_kernel<<<N, block, 0, stream>>>(logits, losses, targets, V, Vp, dlogits_scale);
+    CUDA_CHECK_LAUNCH();
+}
+
+#endif // KERNELS_CLASSIFIER_CUH
