@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""
+plot_log.py: one PNG summarising a training run from its log.jsonl (format: common/logger.h).
+
+    python3 scripts/plot_log.py LOGDIR_or_FILE [-o out.png] [--smooth BETA]
+
+Panels: train loss (raw and smoothed) with val loss, vs step; learning rate; gradient norm
+(before clipping, log scale); tokens/s; and the gradient noise scale B_simple in tokens
+(McCandlish et al. 2018) beside the run's batch size, when the log has it. Default output:
+log.png next to the log. Bad input (missing, empty or malformed log) prints one error line and
+exits 1.
+"""
+import argparse
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_log import LogError, ema_smooth, fail, has_values, load_log  # noqa: E402
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # house style: one line, exit 1 (argparse's default exits 2)
+        fail(f"{self.prog}: {message}; expected: {self.format_usage().strip()}")
+
+
+def finite_points(xs, ys):
+    pairs = [(x, y) for x, y in zip(xs, ys) if math.isfinite(x) and math.isfinite(y)]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def plot_log(log, out_path, smooth_beta):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train, val = log["train"], log["val"]
+    steps = train["step"]
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    axes = axes.ravel()
+
+    ax = axes[0]
+    x, y = finite_points(steps, train["loss"])
+    ax.plot(x, y, color="tab:blue", alpha=0.3, lw=0.8, label="train")
+    x, y = ema_smooth(steps, train["loss"], smooth_beta)
+    ax.plot(x, y, color="tab:blue", lw=1.5, label=f"train (EMA {smooth_beta})")
+    if has_values(val["loss"]):
+        x, y = finite_points(val["step"], val["loss"])
+        ax.plot(x, y, "o-", color="tab:orange", ms=3, lw=1.5, label="val")
+    ax.set_title("loss")
+    ax.set_xlabel("step")
+    ax.legend()
+
+    def series_panel(ax, name, title, log_y=False):
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        x, y = finite_points(steps, train[name])
+        if not x:
+            ax.text(0.5, 0.5, f"no {name} in log", ha="center", va="center", transform=ax.transAxes)
+            return
+        ax.plot(x, y, lw=1.0)
+        if log_y and min(y) > 0:
+            ax.set_yscale("log")
+
+    series_panel(axes[1], "lr", "learning rate")
+    series_panel(axes[2], "grad_norm", "gradient norm (before clipping)", log_y=True)
+    series_panel(axes[3], "tokens_per_s", "tokens/s")
+
+    ax = axes[4]
+    ax.set_title("gradient noise scale B_simple (tokens)")
+    ax.set_xlabel("step")
+    x, y = finite_points(steps, train["b_simple"])
+    if x:
+        ax.plot(x, y, lw=1.0, label="B_simple")
+        bx, by = finite_points(steps, train["batch_tokens"])
+        if bx:
+            ax.plot(bx, by, "--", color="gray", lw=1.0, label="batch tokens")
+        if min(y) > 0:
+            ax.set_yscale("log")
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "no b_simple in log", ha="center", va="center", transform=ax.transAxes)
+
+    ax = axes[5]
+    ax.axis("off")
+    summary = summary_lines(log)
+    ax.text(0.0, 1.0, "\n".join(summary), va="top", ha="left", family="monospace", fontsize=9,
+            transform=ax.transAxes)
+
+    fig.suptitle(log["path"])
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=100)
+    plt.close(fig)
+
+
+def summary_lines(log):
+    train, val = log["train"], log["val"]
+    lines = [f"train records   {len(train['step'])}",
+             f"last step       {int(train['step'][-1])}"]
+
+    def last_finite(values):
+        finite = [v for v in values if math.isfinite(v)]
+        return finite[-1] if finite else None
+
+    for label, values in (("last train loss", train["loss"]), ("last val loss", val["loss"]),
+                          ("tokens seen", train["tokens"]), ("batch tokens", train["batch_tokens"]),
+                          ("last B_simple", train["b_simple"])):
+        v = last_finite(values)
+        if v is not None:
+            lines.append(f"{label:<15} {v:.6g}")
+    for key in sorted(log["config"]):
+        if key != "kind":
+            lines.append(f"{key:<15} {log['config'][key]}")
+    return lines[:40]
+
+
+def main():
+    parser = Parser(prog="plot_log.py", description="Plot one training run's log.jsonl.")
+    parser.add_argument("log", help="log.jsonl, or the trainer's output dir (-o) holding it")
+    parser.add_argument("-o", "--output", help="output PNG (default: log.png next to the log)")
+    parser.add_argument("--smooth", type=float, default=0.9, help="EMA beta for the smoothed train loss (default 0.9)")
+    args = parser.parse_args()
+    if not 0.0 <= args.smooth < 1.0:
+        fail(f"--smooth {args.smooth}: out of range; expected a number in [0, 1)")
+    try:
+        log = load_log(args.log)
+    except LogError as e:
+        fail(str(e))
+    out_path = args.output or os.path.join(os.path.dirname(log["path"]) or ".", "log.png")
+    out_dir = os.path.dirname(out_path)
+    if out_dir and not os.path.isdir(out_dir):
+        fail(f"-o {out_path}: directory {out_dir} does not exist; expected a path in an existing directory")
+    try:
+        plot_log(log, out_path, args.smooth)
+    except OSError as e:
+        fail(f"-o {out_path}: cannot write ({e.strerror}); expected a writable path")
+    print(f"plot_log: wrote {out_path}")
+
+
+if __name__ == "__main__":
+    main()
