@@ -460,17 +460,25 @@ static void test_classifier_case(const char* name, int N, int V, int Vp) {
     CUDA_CHECK(cudaDeviceSynchronize());
     download_f32(g_losses, d_losses, N);
     download_bf16(g_dlogits, d_logits, n);
+    float *d_mean, g_mean, zero = 0.0f;
+    d_mean = (float*)device_copy_of(&zero, sizeof(float));
+    losses_sum_cuda(d_mean, d_losses, N, 1.0f / N, 0);
+    CUDA_CHECK(cudaMemcpy(&g_mean, d_mean, sizeof(float), cudaMemcpyDeviceToHost));
+    double mean = 0.0;
+    for (int i = 0; i < N; i++) mean += losses[i] / N;
+    float mean_f = (float)mean;
 
     int reported = 0, ok = 1;
     // loss = log sum exp - logit: fp32, __expf (relative ~2^-21) over V terms: 1e-4 absolute on ~log V
     ok &= close_enough(name, "losses_eval", g_losses_eval, losses, N, 1e-5f, 1e-4f, &reported);
     ok &= close_enough(name, "losses", g_losses, losses, N, 1e-5f, 1e-4f, &reported);
+    ok &= close_enough(name, "mean_loss", &g_mean, &mean_f, 1, 1e-5f, 1e-4f, &reported); // same bound, averaged
     // dlogits: (p - onehot) * scale rounded once to bf16; p's fp32 error is ~1e-6 relative;
     // padded columns must be exactly 0 (they are in the reference: atol below any real value)
     ok &= close_enough(name, "dlogits", g_dlogits, logits, n, BF16_RTOL, 1e-3f * scale / V, &reported);
     report(name, ok);
 
-    cudaFree(d_logits); cudaFree(d_targets); cudaFree(d_losses);
+    cudaFree(d_logits); cudaFree(d_targets); cudaFree(d_losses); cudaFree(d_mean);
     free(logits_b); free(logits); free(losses); free(g_losses); free(g_dlogits); free(g_losses_eval); free(targets);
 }
 
@@ -496,7 +504,7 @@ static void test_adamw(void) {
     const float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, wd = 0.1f, grad_scale = 0.5f;
     const int t = 3;
     adamw_update(master, grads, m, v, n, lr, beta1, beta2, eps, wd, grad_scale, t);
-    adamw_update_cuda(d_params, d_master, d_grads, d_m, d_v, n, lr, beta1, beta2, eps, wd, grad_scale, t, 1234u, 0);
+    adamw_update_cuda(d_params, d_master, d_grads, d_m, d_v, n, lr, beta1, beta2, eps, wd, grad_scale, t, 1234u, 0, 0);
     CUDA_CHECK(cudaDeviceSynchronize());
     download_f32(g_master, d_master, n);
     download_f32(g_m, d_m, n);
@@ -522,7 +530,7 @@ static void test_adamw(void) {
     size_t ups = 0;
     for (uint32_t seed = 0; seed < 64; seed++) {
         adamw_update_cuda(d_params, d_master, d_grads, d_m, d_v, n, 0.0f, beta1, beta2, eps, 0.0f, 1.0f, 1,
-                          seed * 7919u, 0);
+                          seed * 7919u, 0, 0);
         download_bf16(g_params, d_params, n);
         for (size_t i = 0; i < n; i++) ups += g_params[i] > 1.0f;
     }

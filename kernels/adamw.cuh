@@ -7,7 +7,9 @@
  * mhat = m / (1 - beta1^t), vhat = v / (1 - beta2^t), t = step counting from 1.
  * Source: Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization", Algorithm 2.
  * Stochastic rounding (see cuda_utils.cuh) keeps updates smaller than half a bf16 ulp alive in
- * expectation; the random bits come from a hash of (seed, index), so a step is reproducible.
+ * expectation; the random bits come from a hash of (seed, global element index), so a step is
+ * reproducible and an element rounds the same way whichever rank or ZeRO stage updates it
+ * (index_base: flat-buffer index of the slice's first element).
  * All five arrays are the same slice (a rank's shard of a unit, or part of it); the caller
  * passes weight_decay = 0 for slices that are not 2-D weights, as on the CPU.
  */
@@ -18,7 +20,7 @@
 
 __global__ void adamw_kernel(bf16* params, float* master, const bf16* grads, float* m, float* v, size_t n, float lr,
                              float beta1, float beta2, float bias1, float bias2, float eps, float weight_decay,
-                             float grad_scale, uint32_t seed) {
+                             float grad_scale, uint32_t seed, size_t index_base) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float g = __bfloat162float(grads[i]) * grad_scale;
@@ -30,7 +32,8 @@ __global__ void adamw_kernel(bf16* params, float* master, const bf16* grads, flo
     float w = master[i];
     w -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * w);
     master[i] = w;
-    params[i] = float_to_bf16_stochastic(w, hash_u32(seed + (uint32_t)i * 0x9e3779b9u));
+    uint32_t random_bits = hash_u32(((uint32_t)(index_base + i) * 0x9e3779b9u) ^ hash_u32(seed));
+    params[i] = float_to_bf16_stochastic(w, random_bits);
 }
 
 // params (bf16, round to nearest) from master (fp32): after loading fp32 weights into master.
@@ -48,14 +51,15 @@ __global__ void params_to_master_kernel(float* master, const bf16* params, size_
 // ----------------------------------------------------------------------------------------------
 // Launchers
 
-// t: step counting from 1. seed: per (step, rank, slice), e.g. hash of the three.
+// t: step counting from 1. seed: one per optimizer step (the same on every rank).
 static inline void adamw_update_cuda(bf16* params, float* master, const bf16* grads, float* m, float* v, size_t n,
                                      float lr, float beta1, float beta2, float eps, float weight_decay,
-                                     float grad_scale, int t, uint32_t seed, cudaStream_t stream) {
+                                     float grad_scale, int t, uint32_t seed, size_t index_base, cudaStream_t stream) {
     if (n == 0) return;
     float bias1 = 1.0f - powf(beta1, (float)t), bias2 = 1.0f - powf(beta2, (float)t);
     adamw_kernel<<<(unsigned)ceil_div_size(n, 512), 512, 0, stream>>>(params, master, grads, m, v, n, lr, beta1, beta2,
-                                                                     bias1, bias2, eps, weight_decay, grad_scale, seed);
+                                                                     bias1, bias2, eps, weight_decay, grad_scale, seed,
+                                                                     index_base);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -70,8 +70,18 @@ __global__ void __launch_bounds__(1024) fused_classifier_kernel(bf16* logits, fl
     }
 }
 
+// out[0] += scale * sum(losses[0..N)): one block, fixed order, so the mean loss of a step can be
+// accumulated on the device over micro-steps and read once.
+__global__ void losses_sum_kernel(float* out, const float* losses, int N, float scale) {
+    __shared__ float reduce_scratch[32];
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < N; i += blockDim.x) sum += losses[i];
+    sum = block_reduce_sum(sum, reduce_scratch);
+    if (threadIdx.x == 0) out[0] += scale * sum;
+}
+
 // ----------------------------------------------------------------------------------------------
-// Launcher
+// Launchers
 
 static inline void fused_classifier_cuda(bf16* logits, float* losses, const int* targets, int N, int V, int Vp,
                                          float dlogits_scale, cudaStream_t stream) {
@@ -83,6 +93,11 @@ static inline void fused_classifier_cuda(bf16* logits, float* losses, const int*
         exit(1);
     }
     fused_classifier_kernel<<<N, block, 0, stream>>>(logits, losses, targets, V, Vp, dlogits_scale);
+    CUDA_CHECK_LAUNCH();
+}
+
+static inline void losses_sum_cuda(float* out, const float* losses, int N, float scale, cudaStream_t stream) {
+    losses_sum_kernel<<<1, 1024, 0, stream>>>(out, losses, N, scale);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The CUDA build compiles, warnings as errors (host -Wall -Werror, nvcc -Werror all-warnings):
+# train_gpt2cu for sm_90 at ZeRO stages 0-3 and for sm_80, test_gpt2cu and test_kernels for
+# sm_90 and sm_80 (make cuda_check). No GPU is needed or used; nothing here runs a kernel.
+# One PASS/FAIL line per compiled configuration. About 40 s on 2 cores (make -j2).
+cd "$(dirname "$0")/.." || exit 1
+source tests/lib.sh
+
+if ! command -v nvcc >/dev/null 2>&1; then
+    echo "FAIL cuda_toolkit_present: nvcc not on PATH; expected the CUDA toolkit (export PATH=/usr/local/cuda/bin:\$PATH)"
+    exit 0
+fi
+targets=$(make -s -f Makefile -f - print_cuda_check_targets <<'MK'
+print_cuda_check_targets:
+	@echo $(CUDA_CHECK_TARGETS)
+MK
+)
+if [ -z "$targets" ]; then echo "FAIL cuda_check_targets_listed: cuda.mk defines no CUDA_CHECK_TARGETS"; exit 0; fi
+# Remove old binaries first: nvcc leaves the previous output in place when a compile fails.
+rm -f $targets
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+make -k -j2 cuda_check >"$log" 2>&1
+for target in $targets; do
+    name=$(basename "$target")
+    if [ -x "$target" ]; then
+        echo "PASS cuda_compiles_$name"
+    else
+        why=$(make "$target" 2>&1 | grep -m2 -E 'error|warning' | tr '\n' ' ')
+        echo "FAIL cuda_compiles_$name: ${why:-see make cuda_check}"
+    fi
+done
