@@ -9,7 +9,7 @@
 
 static double norm_squared(const float* x, size_t n) {
     double sum = 0.0;
-    #pragma omp parallel for reduction(+ : sum)
+    #pragma omp parallel for simd reduction(+ : sum)
     for (size_t i = 0; i < n; i++) sum += (double)x[i] * x[i];
     return sum;
 }
