@@ -555,6 +555,10 @@ static float zero_gpu_optimizer_step(ZeroGPU* z, const AdamWConfig* opt, float l
         for (int i = 0; i < ZERO_SLOTS; i++) z->param_slots[i].unit = -1;
         z->param_embedding.unit = -1;
     }
+    // The next collectives (stage 3's gathers of the updated shards, the next step's gradient
+    // reductions) must start after this step's AdamW kernels.
+    CUDA_CHECK(cudaEventRecord(z->compute_done, z->compute));
+    CUDA_CHECK(cudaStreamWaitEvent(z->comm, z->compute_done, 0));
     return norm;
 }
 
@@ -722,6 +726,9 @@ static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t see
     zero_gpu_set_full_params(&model->zero, full);
     free(full);
     gpt2_alloc_activations(model, B, T);
+    // The set-up's memsets ran on the legacy stream, which the engine's non-blocking streams do
+    // not order against: finish them before the first kernel.
+    CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 static void gpt2_free(GPT2* model) {
