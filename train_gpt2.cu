@@ -186,12 +186,14 @@ typedef struct {
                                                        // has the next unit's whole backward to finish
     bf16* grad_shard_scratch;                          // stages 2-3: reduce-scatter output, one unit's slice
     cudaEvent_t compute_done;
+    cudaEvent_t wait_begin, wait_end; // timed: how long compute waits for comm before the optimizer
     cudaEvent_t* unit_grads_done;                      // per unit, compute stream
     cudaEvent_t comm_done;
     float* norm_device;
     float* norm_scratch;
     size_t bytes_params, bytes_grads, bytes_optimizer, bytes_working;
     double elements_sent; // this step, this rank (ring-algorithm counts, DESIGN.md table)
+    float comm_wait_ms;   // this step: compute stream waiting for comm before the optimizer
 } ZeroGPU;
 
 static size_t zero_gpu_shard_offset(const ZeroGPU* z, int unit) { return z->layout->units[unit].offset / (size_t)z->world_size; }
@@ -249,6 +251,8 @@ static void zero_gpu_init(ZeroGPU* z, const ParamLayout* layout, int rank, int w
     for (int u = 0; u < layout->num_units; u++) CUDA_CHECK(cudaEventCreateWithFlags(&z->unit_grads_done[u], cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&z->comm_done, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&z->compute_done, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreate(&z->wait_begin));
+    CUDA_CHECK(cudaEventCreate(&z->wait_end));
     z->norm_device = (float*)device_alloc(sizeof(float), NULL, "norm");
     z->norm_scratch = (float*)device_alloc(GLOBAL_NORM_BLOCKS * sizeof(float), NULL, "norm scratch");
 }
@@ -270,6 +274,8 @@ static void zero_gpu_free(ZeroGPU* z) {
     free(z->unit_grads_done);
     CUDA_CHECK(cudaEventDestroy(z->comm_done));
     CUDA_CHECK(cudaEventDestroy(z->compute_done));
+    CUDA_CHECK(cudaEventDestroy(z->wait_begin));
+    CUDA_CHECK(cudaEventDestroy(z->wait_end));
     CUDA_CHECK(cudaFree(z->norm_device));
     CUDA_CHECK(cudaFree(z->norm_scratch));
     CUDA_CHECK(cudaStreamDestroy(z->compute));
@@ -507,8 +513,12 @@ static void zero_gpu_get_full_params(ZeroGPU* z, float* full) {
  */
 static float zero_gpu_optimizer_step(ZeroGPU* z, const AdamWConfig* opt, float lr, int t) {
     const ParamLayout* layout = z->layout;
+    // Exposed communication: the time the compute stream stands still here, waiting for the
+    // last gradient collectives (the rest overlapped backward). Read after the norm's sync.
     CUDA_CHECK(cudaEventRecord(z->comm_done, z->comm));
+    CUDA_CHECK(cudaEventRecord(z->wait_begin, z->compute));
     CUDA_CHECK(cudaStreamWaitEvent(z->compute, z->comm_done, 0));
+    CUDA_CHECK(cudaEventRecord(z->wait_end, z->compute));
     for (int u = 0; u < layout->num_units; u++) {
         OwnedRange r = zero_gpu_owned(z, u);
         norm_squared_cuda(z->norm_device, z->norm_scratch, z->grads + r.grad_base, r.end - r.begin, u > 0, z->compute);
@@ -519,6 +529,9 @@ static float zero_gpu_optimizer_step(ZeroGPU* z, const AdamWConfig* opt, float l
     CUDA_CHECK(cudaMemcpyAsync(&norm_sq, z->norm_device, sizeof(float), cudaMemcpyDeviceToHost, z->compute));
     CUDA_CHECK(cudaStreamSynchronize(z->compute));
     float norm = sqrtf(norm_sq);
+    float wait_ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&wait_ms, z->wait_begin, z->wait_end));
+    z->comm_wait_ms = wait_ms;
     float clip_coef = opt->grad_clip > 0.0f ? opt->grad_clip / (norm + 1e-6f) : 1.0f;
     float grad_scale = clip_coef < 1.0f ? clip_coef : 1.0f;
     uint32_t seed = (uint32_t)splitmix64((uint64_t)t);
@@ -1129,14 +1142,16 @@ int main(int argc, char** argv) {
         char eta[32];
         format_eta(eta, sizeof(eta), mean_step * (max_steps - step - 1));
         if (rank == 0) {
-            printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s | MFU %.1f%% | eta %s\n",
-                   step + 1, max_steps, train_loss, lr, grad_norm, seconds * 1000.0, tokens_per_s, 100.0 * mfu, eta);
+            printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | comm wait %.1f ms | sent %lld | %.0f tok/s | "
+                   "MFU %.1f%% | eta %s\n", step + 1, max_steps, train_loss, lr, grad_norm, seconds * 1000.0,
+                   model.zero.comm_wait_ms, (long long)elements_sent, tokens_per_s, 100.0 * mfu, eta);
             fflush(stdout);
         }
         logger_record(&logger, "train", "\"step\":%d,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6f,\"ms\":%.3f,"
-                      "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"mfu\":%.4f",
+                      "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,"
+                      "\"sent_elements\":%lld,\"mfu\":%.4f",
                       step + 1, train_loss, lr, grad_norm, seconds * 1000.0, tokens_per_s, tokens_seen,
-                      total_batch_tokens, mfu);
+                      total_batch_tokens, model.zero.comm_wait_ms, (long long)elements_sent, mfu);
     }
     if (rank == 0) {
         double n = world_size, psi = (double)model.layout.padded_numel;
