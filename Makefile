@@ -14,6 +14,13 @@ LDLIBS = -L$(OPENBLAS_OPENMP_DIR) -Wl,-rpath,$(OPENBLAS_OPENMP_DIR) -lopenblas -
 else
 LDLIBS = -lopenblas -lm
 endif
+# Open MPI: the trainer always links it (it runs as a singleton without mpirun), and every binary
+# that includes zero.cuh needs its header, so its flags go to all; train_gpt2 builds with mpicc.
+MPICC ?= mpicc
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+MPI_LDLIBS := $(shell $(MPICC) --showme:link 2>/dev/null)
+CFLAGS += $(MPI_CFLAGS)
+LDLIBS += $(MPI_LDLIBS)
 BUILD = build
 
 # Headers every CPU binary depends on (so a header edit rebuilds).
@@ -23,7 +30,25 @@ CPU_HEADERS = $(wildcard common/*.h cpu/*.h zero.cuh)
 all: train_gpt2 test_gpt2
 
 train_gpt2: train_gpt2.c $(CPU_HEADERS)
+	$(MPICC) $(CFLAGS) $< -o $@ $(LDLIBS)
+# `make train_gpt2 ZERO_STAGE=k` must rebuild when k changes: the stage is recorded in a stamp.
+train_gpt2: $(BUILD)/zero_stage_stamp
+$(BUILD)/zero_stage_stamp: FORCE
+	@mkdir -p $(BUILD); echo $(ZERO_STAGE) | cmp -s - $@ || echo $(ZERO_STAGE) > $@
+.PHONY: FORCE
+FORCE:
+
+# One trainer per ZeRO stage (tests, benchmarks): build/train_gpt2_z0 .. build/train_gpt2_z3,
+# and the checkpoint consolidation tool (sharded <-> full optimizer state, N -> M ranks).
+ZERO_BINARIES = $(BUILD)/train_gpt2_z0 $(BUILD)/train_gpt2_z1 $(BUILD)/train_gpt2_z2 $(BUILD)/train_gpt2_z3 $(BUILD)/zero_consolidate
+$(BUILD)/train_gpt2_z%: train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(BUILD)
+	$(MPICC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=$* $< -o $@ $(LDLIBS)
+$(BUILD)/zero_consolidate: dev/zero_consolidate.c $(CPU_HEADERS)
+	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+zero_binaries: $(ZERO_BINARIES)
+test: zero_binaries
 
 test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

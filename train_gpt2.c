@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 #include <omp.h>
 
 #include "common/args.h"
@@ -30,6 +31,7 @@
 #include "common/rng.h"
 #include "common/schedule.h"
 #include "common/tokenizer.h"
+#include "common/zero_checkpoint.h"
 #include "cpu/attention.h"
 #include "cpu/classifier.h"
 #include "cpu/encoder.h"
@@ -87,6 +89,7 @@ typedef struct {
     size_t act_bytes;
     int* inputs;       // (B,T) copy of the last forward's inputs, for encoder backward
     float mean_loss;   // of the last forward with targets
+    int backward_follows; // set by the training step: forward keeps the LM head's wte for backward
 } GPT2;
 
 static float* carve(float** cursor, size_t n) { float* p = *cursor; *cursor += n; return p; }
@@ -139,15 +142,16 @@ static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t see
     }
     param_layout_build(&model->layout, &model->config, world_size, ZERO_ALIGN);
     zero_init(&model->zero, &model->layout, rank, world_size);
-    float* full = (float*)zero_calloc(model->layout.padded_numel, sizeof(float), "initial parameters");
-    if (from_file) {
-        model_file_read_params(init, &model->layout, full, -1);
-    } else {
-        for (int u = 0; u < model->layout.num_units; u++)
-            gpt2_init_unit(&model->layout, u, full + model->layout.units[u].offset, seed);
+    // One unit at a time: initialized (the same on every rank: per-tensor seeded streams) or read
+    // from the file, then handed to the engine, which keeps what this rank's stage stores.
+    float* unit_buf = (float*)zero_calloc(model->layout.units[UNIT_EMBEDDING].padded_numel, sizeof(float), "parameter unit");
+    for (int u = 0; u < model->layout.num_units; u++) {
+        if (from_file) model_file_read_params(init, &model->layout, unit_buf, u);
+        else gpt2_init_unit(&model->layout, u, unit_buf, seed);
+        zero_set_unit_params(&model->zero, u, unit_buf);
     }
-    zero_set_full_params(&model->zero, full);
-    free(full);
+    free(unit_buf);
+    model->backward_follows = 0;
     gpt2_alloc_activations(model, B, T);
 }
 
@@ -176,12 +180,16 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     size_t wpe_offset = layout->tensors[param_tensor_index(layout, P_WPE, -1)].unit_offset;
     memcpy(model->inputs, inputs, (size_t)BT * sizeof(int));
 
+    // Each unit: ask the engine for its parameters, and let it prefetch the next one meanwhile
+    // (ZeRO-3 all-gathers; a no-op at stages 0-2).
     float* emb = zero_params_unit(z, UNIT_EMBEDDING);
+    zero_params_prefetch(z, UNIT_LAYER(0));
     encoder_forward(a->encoded, inputs, emb, emb + wpe_offset, B, T, C);
     zero_params_unit_done(z, UNIT_EMBEDDING);
 
     for (int l = 0; l < L; l++) {
         LayerTensors p = layer_tensors(layout, l, zero_params_unit(z, UNIT_LAYER(l)));
+        zero_params_prefetch(z, l + 1 < L ? UNIT_LAYER(l + 1) : UNIT_FINAL(c));
         size_t o = (size_t)l * BT;
         float* resid_in = l == 0 ? a->encoded : a->residual3 + (o - BT) * C;
         layernorm_forward(a->ln1 + o * C, a->ln1_mean + o, a->ln1_rstd + o, resid_in, p.ln1w, p.ln1b, BT, C);
@@ -198,6 +206,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     }
 
     float* final_unit = zero_params_unit(z, UNIT_FINAL(c));
+    zero_params_prefetch(z, UNIT_EMBEDDING); // for the LM head
     float* last_residual = a->residual3 + (size_t)(L - 1) * BT * C;
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, last_residual, final_unit, final_unit + C, BT, C);
     zero_params_unit_done(z, UNIT_FINAL(c));
@@ -215,7 +224,9 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
             matmul_forward(a->logits + (size_t)b * Vp, a->lnf + ((size_t)b * T + T - 1) * C, wte, NULL, 1, C, Vp);
         model->mean_loss = -1.0f;
     }
-    zero_params_unit_done(z, UNIT_EMBEDDING);
+    // The LM head is the last op of forward and the first of backward: a training step keeps
+    // wte for it (ZeRO-3 then gathers the embedding unit twice per step, like every unit).
+    if (!(targets != NULL && model->backward_follows)) zero_params_unit_done(z, UNIT_EMBEDDING);
 }
 
 /*
@@ -237,13 +248,16 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
     // Classifier: recompute softmax from the logits and overwrite them with dlogits in place.
     fused_classifier(a->logits, a->losses, targets, BT, V, Vp, dloss_scale);
 
-    float* wte = zero_params_unit(z, UNIT_EMBEDDING);
+    float* wte = zero_params_unit(z, UNIT_EMBEDDING); // ZeRO-3: still gathered by forward's LM head
+    model->backward_follows = 0;
+    zero_params_prefetch(z, UNIT_FINAL(c));
     float* demb = zero_grads_unit(z, UNIT_EMBEDDING);
     memset(s->dln, 0, (size_t)BT * C * sizeof(float));
     matmul_backward(s->dln, demb, NULL, a->logits, a->lnf, wte, BT, C, Vp); // LM-head part of dwte
     zero_params_unit_done(z, UNIT_EMBEDDING);
 
     float* final_unit = zero_params_unit(z, UNIT_FINAL(c));
+    zero_params_prefetch(z, UNIT_LAYER(L - 1));
     float* dfinal = zero_grads_unit(z, UNIT_FINAL(c));
     float* last_residual = a->residual3 + (size_t)(L - 1) * BT * C;
     memset(s->dresidual, 0, (size_t)BT * C * sizeof(float));
@@ -253,6 +267,7 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
 
     for (int l = L - 1; l >= 0; l--) {
         LayerTensors p = layer_tensors(layout, l, zero_params_unit(z, UNIT_LAYER(l)));
+        if (l > 0) zero_params_prefetch(z, UNIT_LAYER(l - 1));
         LayerTensors g = layer_tensors(layout, l, zero_grads_unit(z, UNIT_LAYER(l)));
         size_t o = (size_t)l * BT;
         float* resid_in = l == 0 ? a->encoded : a->residual3 + (o - BT) * C;
@@ -277,6 +292,7 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
         zero_grads_unit_ready(z, UNIT_LAYER(l), last_micro_step);
     }
 
+    // The embedding unit's gradient now has both parts of wte's (LM head above, embedding here).
     encoder_backward(demb, demb + wpe_offset, s->dresidual, model->inputs, B, T, C);
     zero_grads_unit_ready(z, UNIT_EMBEDDING, last_micro_step);
 }
@@ -340,6 +356,7 @@ static double peak_rss_mib(void) {
     return ru.ru_maxrss / 1024.0; // ru_maxrss is in KiB on Linux
 }
 
+// Mean val loss over val_steps global batches: each rank its slices, then the mean over ranks.
 static float gpt2_val_loss(GPT2* model, DataLoader* val_loader, int val_steps) {
     dataloader_reset(val_loader);
     double sum = 0.0;
@@ -348,7 +365,7 @@ static float gpt2_val_loss(GPT2* model, DataLoader* val_loader, int val_steps) {
         gpt2_forward(model, val_loader->inputs, val_loader->targets, model->B, model->T);
         sum += model->mean_loss;
     }
-    return (float)(sum / val_steps);
+    return (float)zero_all_reduce_mean(&model->zero, sum / val_steps, "val loss");
 }
 
 static void format_eta(char* buf, size_t cap, double seconds) {
@@ -367,6 +384,151 @@ static const char* tokenizer_path_beside(const char* train_pattern) {
     return path;
 }
 
+// ----------------------------------------------------------------------------
+// Checkpoints (DESIGN.md "Checkpoints"; formats in common/checkpoint.h, common/zero_checkpoint.h)
+
+/*
+ * Write the checkpoint of `step` into dir. Every rank writes its state file (its AdamW slices,
+ * the step, the train data position, the seed); once all are in place, rank 0 writes the model
+ * file from the gathered parameters, which marks the checkpoint complete. Every rank calls it.
+ */
+static void gpt2_save_checkpoint(GPT2* model, const char* dir, int step, const DataLoader* train_loader,
+                                 int seed, long long batch_tokens) {
+    ZeroEngine* z = &model->zero;
+    const ParamLayout* layout = &model->layout;
+    size_t n = layout->shard_numel;
+    float* m = (float*)zero_calloc(n, sizeof(float), "checkpoint Adam m slice");
+    float* v = (float*)zero_calloc(n, sizeof(float), "checkpoint Adam v slice");
+    zero_get_optimizer_shard(z, m, v);
+    DataLoaderState data = dataloader_get_state(train_loader);
+    int64_t header[ZS_NUM_FIELDS] = {0};
+    header[ZS_ZERO_STAGE] = ZERO_STAGE;
+    header[ZS_WORLD_SIZE] = z->world_size;
+    header[ZS_RANK] = z->rank;
+    header[ZS_STEP] = step;
+    zero_state_header_set_config(header, &model->config);
+    header[ZS_ALIGN] = layout->align;
+    header[ZS_NUMEL] = (int64_t)n;
+    header[ZS_DATA_SHARD] = data.shard_index;
+    header[ZS_DATA_POSITION] = data.position;
+    header[ZS_SEED] = seed;
+    header[ZS_BATCH_TOKENS] = batch_tokens;
+    char path[4300];
+    zero_state_rank_path(path, sizeof(path), dir, step, z->rank, z->world_size);
+    zero_state_write(path, header, m, v);
+    free(m);
+    free(v);
+    zero_barrier(z, "checkpoint state files");
+    float* full = z->rank == 0 ? (float*)zero_calloc(layout->padded_numel, sizeof(float), "checkpoint parameters") : NULL;
+    zero_get_full_params(z, full); // ZeRO-3: gathered unit by unit to rank 0
+    if (z->rank == 0) {
+        model_checkpoint_path(path, sizeof(path), dir, step);
+        model_file_write(path, layout, full);
+        printf("checkpoint: %s + %d state file%s\n", path, z->world_size, z->world_size > 1 ? "s" : "");
+    }
+    free(full);
+    if (!zero_replicas_agree(z) && z->rank == 0)
+        fprintf(stderr, "warning: step %d: the replicated parameters%s differ across ranks (ZeRO stage %d); expected bit-identical replicas\n",
+                step, ZERO_STAGE == 0 ? " or optimizer state" : "", ZERO_STAGE);
+}
+
+/*
+ * Resume: load this rank's state file of the checkpoint at `step` (same world size and stage as
+ * this run) into the engine's AdamW slices and the train loader. The parameters came from the
+ * model file (gpt2_build). An error on any rank stops every rank, with that rank's error line.
+ */
+static void gpt2_load_training_state(GPT2* model, const char* dir, int step, DataLoader* train_loader) {
+    ZeroEngine* z = &model->zero;
+    int N = z->world_size;
+    char path[4300], err[9000] = "";
+    int64_t header[ZERO_STATE_HEADER_INTS];
+    float *m = NULL, *v = NULL;
+    int ok = 0;
+    zero_state_rank_path(path, sizeof(path), dir, step, z->rank, N);
+    if (!file_exists(path)) {
+        int sizes[16];
+        int count = zero_state_world_sizes(dir, step, sizes, 16);
+        char full[4300];
+        zero_state_full_path(full, sizeof(full), dir, step);
+        if (count > 0 && sizes[0] != N)
+            snprintf(err, sizeof(err), "error: %s: missing: the checkpoint at step %d has state for world size %d; expected world size %d "
+                     "(this run); convert first: build/zero_consolidate -o %s -x %d -from %d -to %d -z %d",
+                     path, step, sizes[0], N, dir, step, sizes[0], N, ZERO_STAGE);
+        else if (count == 0 && file_exists(full))
+            snprintf(err, sizeof(err), "error: %s: missing: the checkpoint at step %d has only its full state; expected per-rank state "
+                     "— convert first: build/zero_consolidate -o %s -x %d -from full -to %d -z %d", path, step, dir, step, N, ZERO_STAGE);
+        else
+            snprintf(err, sizeof(err), "error: %s: missing state file; expected one state file per rank beside model_%08d.bin", path, step);
+    } else if (zero_state_read(path, header, &m, &v, err, sizeof(err)) == 0) {
+        GPT2Config cfg = zero_state_header_config(header);
+        if (header[ZS_WORLD_SIZE] != N || header[ZS_RANK] != z->rank || header[ZS_STEP] != step)
+            snprintf(err, sizeof(err), "error: %s: holds rank %lld of %lld at step %lld; expected rank %d of %d at step %d",
+                     path, (long long)header[ZS_RANK], (long long)header[ZS_WORLD_SIZE], (long long)header[ZS_STEP], z->rank, N, step);
+        else if (!gpt2_config_equal(&cfg, &model->config) || header[ZS_ALIGN] != model->layout.align ||
+                 header[ZS_NUMEL] != (int64_t)model->layout.shard_numel)
+            snprintf(err, sizeof(err), "error: %s: model config or slice size differs from model_%08d.bin; expected the state of the same checkpoint",
+                     path, step);
+        else if (header[ZS_ZERO_STAGE] != ZERO_STAGE)
+            snprintf(err, sizeof(err), "error: %s: written at ZeRO stage %lld; expected stage %d (this binary) "
+                     "— convert first: build/zero_consolidate -o %s -x %d -from %d -to %d -z %d",
+                     path, (long long)header[ZS_ZERO_STAGE], ZERO_STAGE, dir, step, N, N, ZERO_STAGE);
+        else
+            ok = 1;
+    }
+    int bad = zero_first_failing_rank(z, ok);
+    if (bad >= 0) {
+        if (z->rank == bad) fprintf(stderr, "%s\n", err);
+        free(m);
+        free(v);
+        zero_ranks_stop();
+        exit(1);
+    }
+    zero_set_optimizer_shard(z, m, v);
+    DataLoaderState data = {(long)header[ZS_DATA_SHARD], (long)header[ZS_DATA_POSITION]};
+    dataloader_set_state(train_loader, data);
+    free(m);
+    free(v);
+}
+
+// ----------------------------------------------------------------------------
+// Test hooks (tests/t_30_zero_*.sh; not for users), from the environment variable
+// ZERO_TEST_FAULT:  "stall:R@S"  rank R stops responding at the start of step S (a hung rank);
+// "exit:R@S"  rank R exits at once, status 3, without MPI_Finalize (a crashed rank);
+// "stop@S"  every rank leaves the training loop at step S, after that step's checkpoint (a
+// preempted job, for resume tests).
+typedef struct { char kind[8]; int rank, step; } TestFault;
+
+static TestFault test_fault_from_env(void) {
+    TestFault f = {"", -1, -1};
+    const char* s = getenv("ZERO_TEST_FAULT");
+    if (s == NULL || *s == '\0') return f;
+    if (sscanf(s, "stall:%d@%d", &f.rank, &f.step) == 2) strcpy(f.kind, "stall");
+    else if (sscanf(s, "exit:%d@%d", &f.rank, &f.step) == 2) strcpy(f.kind, "exit");
+    else if (sscanf(s, "stop@%d", &f.step) == 1) strcpy(f.kind, "stop");
+    else { fprintf(stderr, "error: ZERO_TEST_FAULT=%s: unknown; expected stall:R@S, exit:R@S or stop@S\n", s); exit(1); }
+    return f;
+}
+
+// Called at the top of each step, after val/sample/checkpoint: returns 1 if the loop must stop.
+static int test_fault_at_step(const TestFault* f, int step, int rank) {
+    if (f->step != step) return 0;
+    if (strcmp(f->kind, "stall") == 0 && rank == f->rank) {
+        fprintf(stderr, "test fault: rank %d stalls at step %d\n", rank, step);
+        for (;;) { struct timespec ts = {1, 0}; nanosleep(&ts, NULL); }
+    }
+    if (strcmp(f->kind, "exit") == 0 && rank == f->rank) {
+        fprintf(stderr, "test fault: rank %d exits at step %d\n", rank, step);
+        _exit(3);
+    }
+    if (strcmp(f->kind, "stop") == 0) {
+        if (rank == 0) printf("test fault: stopping at step %d\n", step);
+        return 1;
+    }
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+
 #ifndef TESTING
 int main(int argc, char** argv) {
     TrainArgs args;
@@ -377,7 +539,13 @@ int main(int argc, char** argv) {
                 args.zero_stage, ZERO_STAGE, ZERO_STAGE, args.zero_stage);
         return 1;
     }
+    if (args.resume && args.output_dir == NULL) {
+        fprintf(stderr, "error: -y 1: resuming needs the checkpoint directory; expected -o <dir> as well\n");
+        return 1;
+    }
+    TestFault fault = test_fault_from_env();
     int rank = 0, world_size = 1;
+    zero_ranks_start(&argc, &argv, &rank, &world_size);
     int B = args.B, T = args.T;
 
     // Batch: each micro-step every rank processes B*T tokens; accumulate up to -d tokens.
@@ -390,14 +558,30 @@ int main(int argc, char** argv) {
     }
     int grad_accum_steps = total_batch_tokens / tokens_per_micro_step;
 
-    if (args.output_dir) output_dir_prepare(args.output_dir);
+    // Resume (-y 1) from the latest complete checkpoint in -o: its model file replaces -e.
+    int start_step = 0;
+    char resume_model[4300] = "";
+    if (args.output_dir && rank == 0) output_dir_prepare(args.output_dir);
+    zero_ranks_barrier(world_size); // the dir exists before any rank looks into it
+    if (args.resume) {
+        int latest = checkpoint_latest_step(args.output_dir);
+        if (latest > 0) {
+            start_step = latest;
+            model_checkpoint_path(resume_model, sizeof(resume_model), args.output_dir, latest);
+        } else if (rank == 0) {
+            printf("resume: no checkpoint in %s; starting from scratch\n", args.output_dir);
+        }
+    }
+
     DataLoader train_loader, val_loader;
     dataloader_init(&train_loader, args.train_pattern, B, T, rank, world_size);
     int do_val = args.val_every > 0;
     if (do_val) dataloader_init(&val_loader, args.val_pattern, B, T, rank, world_size);
 
     GPT2 model;
-    gpt2_build(&model, args.init, B, T, (uint64_t)args.seed, rank, world_size);
+    gpt2_build(&model, start_step > 0 ? resume_model : args.init, B, T, (uint64_t)args.seed, rank, world_size);
+    model.zero.timeout_s = args.collective_timeout_s;
+    if (start_step > 0) gpt2_load_training_state(&model, args.output_dir, start_step, &train_loader);
     const GPT2Config* cfg = &model.config;
     int max_steps = args.max_steps;
     if (max_steps == -1) max_steps = (int)(train_loader.num_tokens_total / (size_t)total_batch_tokens);
@@ -407,7 +591,7 @@ int main(int argc, char** argv) {
     tokenizer_init(&tokenizer, tokenizer_path_beside(args.train_pattern));
 
     Logger logger;
-    logger_init(&logger, rank == 0 ? args.output_dir : NULL, 0);
+    logger_init(&logger, rank == 0 ? args.output_dir : NULL, start_step > 0);
 
     LRSchedule schedule = {LR_COSINE, args.learning_rate, args.warmup_steps, max_steps, args.final_lr_fraction};
     if (lr_kind_from_name(args.lr_schedule, &schedule.kind) != 0) {
@@ -416,30 +600,45 @@ int main(int argc, char** argv) {
     }
     AdamWConfig opt = {0.9f, 0.95f, 1e-8f, args.weight_decay, args.grad_clip};
 
+    ZeroEngine* z = &model.zero;
+    size_t psi = model.layout.padded_numel;
     if (rank == 0) {
-        printf("GPT-2 CPU trainer | ZeRO stage %d | world size %d | threads %d\n", ZERO_STAGE, world_size, omp_get_max_threads());
-        printf("model: %s | L %d | C %d | NH %d | V %d (Vp %d) | maxT %d | parameters %zu\n", args.init,
+        printf("GPT-2 CPU trainer | ZeRO stage %d | world size %d | threads per rank %d\n", ZERO_STAGE, world_size, omp_get_max_threads());
+        printf("model: %s | L %d | C %d | NH %d | V %d (Vp %d) | maxT %d | parameters %zu\n", start_step > 0 ? resume_model : args.init,
                cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
                cfg->max_seq_len, model.layout.num_parameters);
         printf("batch: B %d x T %d x %d ranks x %d accumulation steps = %d tokens | steps %d | lr %g (%s, warmup %d, final x%g)\n",
                B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args.learning_rate,
                args.lr_schedule, args.warmup_steps, args.final_lr_fraction);
-        printf("memory: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, activations %.1f MiB\n",
-               model.zero.bytes_params / 1048576.0, model.zero.bytes_grads / 1048576.0,
-               model.zero.bytes_optimizer / 1048576.0, model.act_bytes / 1048576.0);
+        zero_print_accounting(z, grad_accum_steps, stdout);
+        printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, working units %.1f MiB, activations %.1f MiB\n",
+               z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
+               z->bytes_working / 1048576.0, model.act_bytes / 1048576.0);
         printf("train: %zu tokens | val: %s\n", train_loader.num_tokens_total, do_val ? args.val_pattern : "off");
-        logger_record(&logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"parameters\":%zu,"
-                      "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"max_steps\":%d,\"lr\":%g",
-                      args.init, cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size,
-                      model.layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, max_steps, args.learning_rate);
+        if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, resume_model);
+        logger_record(&logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
+                      "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
+                      "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,"
+                      "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
+                      "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
+                      "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\"",
+                      args.init, cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
+                      cfg->max_seq_len, model.layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
+                      max_steps, args.learning_rate, start_step, psi,
+                      z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working,
+                      zero_state_bytes_formula(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_text[ZERO_STAGE],
+                      zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps),
+                      zero_elements_sent_formula_text[ZERO_STAGE]);
+        fflush(stdout);
     }
 
-    double train_seconds = 0.0;
-    long long tokens_seen = 0;
+    double train_seconds = 0.0, train_comm_wait_s = 0.0;
+    long long tokens_seen = (long long)start_step * total_batch_tokens;
     int timed_steps = 0;
     float last_val_loss = NAN;
-    for (int step = 0; step <= max_steps; step++) {
+    for (int step = start_step; step <= max_steps; step++) {
         int last_step = step == max_steps;
+        z->step = step + 1; // diagnoses name steps as the step lines do: from 1
         if (do_val && (step % args.val_every == 0 || last_step)) {
             last_val_loss = gpt2_val_loss(&model, &val_loader, args.val_max_steps);
             if (rank == 0) printf("step %5d/%d | val loss %.6f\n", step, max_steps, last_val_loss);
@@ -448,53 +647,51 @@ int main(int argc, char** argv) {
         if (args.sample_every > 0 && (step % args.sample_every == 0 || last_step) && (step > 0 || last_step)) {
             gpt2_sample(&model, &tokenizer, args.gen_tokens, (uint64_t)args.seed + (uint64_t)step, rank == 0);
         }
-        if (args.output_dir && args.checkpoint_every > 0 && step > 0 && (step % args.checkpoint_every == 0 || last_step)) {
-            float* full = (float*)zero_calloc(model.layout.padded_numel, sizeof(float), "checkpoint buffer");
-            zero_get_full_params(&model.zero, full);
-            if (rank == 0) {
-                char path[4200];
-                snprintf(path, sizeof(path), "%s/model_%08d.bin", args.output_dir, step);
-                model_file_write(path, &model.layout, full);
-                printf("checkpoint: %s\n", path);
-            }
-            free(full);
+        if (args.output_dir && args.checkpoint_every > 0 && step > start_step && (step % args.checkpoint_every == 0 || last_step)) {
+            gpt2_save_checkpoint(&model, args.output_dir, step, &train_loader, args.seed, total_batch_tokens);
         }
-        if (last_step) break;
+        if (last_step || test_fault_at_step(&fault, step, rank)) break;
 
+        // One optimizer step: micro-steps of forward + backward (each unit's collective starts
+        // as backward finishes it), then AdamW on the owned slices.
         double t0 = wall_seconds();
-        zero_grads_zero(&model.zero);
+        zero_step_begin(z, step + 1);
         double loss_sum = 0.0;
         for (int micro_step = 0; micro_step < grad_accum_steps; micro_step++) {
             if (!args.overfit_single_batch || (step == 0 && micro_step == 0)) dataloader_next_batch(&train_loader);
+            model.backward_follows = 1;
             gpt2_forward(&model, train_loader.inputs, train_loader.targets, B, T);
             loss_sum += model.mean_loss;
             gpt2_backward(&model, train_loader.targets, B, T, 1.0f / ((float)B * T * grad_accum_steps),
                           micro_step == grad_accum_steps - 1);
         }
         float lr = lr_at_step(&schedule, step);
-        float grad_norm = zero_optimizer_step(&model.zero, &opt, lr, step + 1);
+        float grad_norm = zero_optimizer_step(z, &opt, lr, step + 1);
+        float train_loss = (float)zero_all_reduce_mean(z, loss_sum / grad_accum_steps, "train loss");
         double seconds = wall_seconds() - t0;
-        float train_loss = (float)(loss_sum / grad_accum_steps);
+        double comm_wait_ms = z->comm_wait_s_step * 1000.0;
+        long long sent = z->sent_elements_step;
         tokens_seen += total_batch_tokens;
-        if (step > 0) { train_seconds += seconds; timed_steps++; } // step 0 includes warm-up costs
+        if (step > start_step) { train_seconds += seconds; train_comm_wait_s += z->comm_wait_s_step; timed_steps++; } // the first step includes warm-up costs
         double tokens_per_s = total_batch_tokens / seconds;
         double mean_step = timed_steps > 0 ? train_seconds / timed_steps : seconds;
         char eta[32];
         format_eta(eta, sizeof(eta), mean_step * (max_steps - step - 1));
         if (rank == 0) {
-            printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s | eta %s\n",
-                   step + 1, max_steps, train_loss, lr, grad_norm, seconds * 1000.0, tokens_per_s, eta);
+            printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | comm wait %.1f ms | sent %lld | %.0f tok/s | eta %s\n",
+                   step + 1, max_steps, train_loss, lr, grad_norm, seconds * 1000.0, comm_wait_ms, sent, tokens_per_s, eta);
             fflush(stdout);
         }
         logger_record(&logger, "train", "\"step\":%d,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6f,\"ms\":%.3f,"
-                      "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d",
-                      step + 1, train_loss, lr, grad_norm, seconds * 1000.0, tokens_per_s, tokens_seen, total_batch_tokens);
+                      "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,\"sent_elements\":%lld",
+                      step + 1, train_loss, lr, grad_norm, seconds * 1000.0, tokens_per_s, tokens_seen, total_batch_tokens,
+                      comm_wait_ms, sent);
     }
     if (rank == 0) {
         if (timed_steps > 0)
-            printf("done: mean step %.1f ms, %.0f tok/s over %d steps, peak memory %.1f MiB%s",
-                   1000.0 * train_seconds / timed_steps, (double)total_batch_tokens * timed_steps / train_seconds,
-                   timed_steps, peak_rss_mib(), do_val ? "" : "\n");
+            printf("done: mean step %.1f ms (comm wait %.1f ms), %.0f tok/s over %d steps, peak memory %.1f MiB%s",
+                   1000.0 * train_seconds / timed_steps, 1000.0 * train_comm_wait_s / timed_steps,
+                   (double)total_batch_tokens * timed_steps / train_seconds, timed_steps, peak_rss_mib(), do_val ? "" : "\n");
         if (do_val) printf(", final val loss %.6f\n", last_val_loss);
     }
 
@@ -503,6 +700,7 @@ int main(int argc, char** argv) {
     dataloader_free(&train_loader);
     if (do_val) dataloader_free(&val_loader);
     gpt2_free(&model);
+    zero_ranks_stop();
     return 0;
 }
 #endif

@@ -1,0 +1,213 @@
+/*
+ * zero_checkpoint.h: the training-state files of a sharded checkpoint (one per rank, DeepSpeed-
+ * style), their full (consolidated) form, and finding the latest checkpoint. Plain C, no MPI:
+ * the trainer and build/zero_consolidate (dev/zero_consolidate.c) share it.
+ *
+ * A checkpoint at step S in the output dir (-o) is:
+ *   state_SSSSSSSS_rR_of_N.bin  one per rank R of N ranks: header + the rank's slices of AdamW m, v
+ *   model_SSSSSSSS.bin          llm.c model file (full fp32 parameters, common/checkpoint.h),
+ *                               written by rank 0 after every state file is in place: a model
+ *                               file marks a complete checkpoint
+ *   state_SSSSSSSS_full.bin     only from `build/zero_consolidate -to full`: the whole m and v
+ * Every file is written to "<name>.tmp" and renamed (AtomicFile), so a crash leaves no half file.
+ * Parameters need no state file: the model file holds them exactly (fp32).
+ *
+ * State file = header of 128 int64 (1024 bytes; fields ZS_*), then m, then v, fp32, numel each:
+ *   rank file: rank R's slice of every unit in unit order, units padded for N ranks
+ *              (zero.cuh zero_get_optimizer_shard): numel = padded_numel / N. The same at every
+ *              ZeRO stage (stage 0 writes slice R of its replicated state).
+ *   full file: the real (unpadded) elements of every unit in unit order: numel = parameters.
+ * The checksum (FNV-1a, 64 bit, over the 32-bit words of m then v) catches a damaged payload.
+ * Little-endian int64/fp32, as every machine this runs on.
+ */
+#ifndef COMMON_ZERO_CHECKPOINT_H
+#define COMMON_ZERO_CHECKPOINT_H
+#include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "common/checkpoint.h"
+#include "common/gpt2_config.h"
+
+#define ZERO_STATE_MAGIC 20261130
+#define ZERO_STATE_VERSION 1
+#define ZERO_STATE_HEADER_INTS 128
+
+enum {
+    ZS_MAGIC, ZS_VERSION,
+    ZS_ZERO_STAGE,      // stage that wrote it; -1 in a full file
+    ZS_WORLD_SIZE,      // N; 0 marks a full file
+    ZS_RANK,
+    ZS_STEP,            // optimizer steps done; training resumes at this step
+    ZS_MAX_SEQ_LEN, ZS_VOCAB_SIZE, ZS_PADDED_VOCAB_SIZE, ZS_NUM_LAYERS, ZS_NUM_HEADS, ZS_CHANNELS,
+    ZS_ALIGN,           // ZERO_ALIGN of the layout the slices were cut with
+    ZS_NUMEL,           // elements of m (and of v) in this file
+    ZS_DATA_SHARD,      // train DataLoaderState: shard index and token position of the next global batch
+    ZS_DATA_POSITION,
+    ZS_SEED,            // -sd of the run (sampling draws from seed + step; no other RNG state)
+    ZS_BATCH_TOKENS,    // tokens per optimizer step of the run that wrote it
+    ZS_CHECKSUM,
+    ZS_NUM_FIELDS
+};
+
+// 64-bit FNV-1a over 32-bit words (Fowler, Noll, Vo), continuing from h.
+static uint64_t fnv1a64_words(const float* x, size_t n, uint64_t h) {
+    const uint32_t* w = (const uint32_t*)x;
+    for (size_t i = 0; i < n; i++) { h ^= w[i]; h *= 0x100000001B3ull; }
+    return h;
+}
+#define FNV1A64_INIT 0xCBF29CE484222325ull
+
+static void model_checkpoint_path(char* out, size_t cap, const char* dir, int step) {
+    snprintf(out, cap, "%s/model_%08d.bin", dir, step);
+}
+static void zero_state_rank_path(char* out, size_t cap, const char* dir, int step, int rank, int world_size) {
+    snprintf(out, cap, "%s/state_%08d_r%d_of_%d.bin", dir, step, rank, world_size);
+}
+static void zero_state_full_path(char* out, size_t cap, const char* dir, int step) {
+    snprintf(out, cap, "%s/state_%08d_full.bin", dir, step);
+}
+
+static int file_exists(const char* path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// Fill the config fields of a header from cfg.
+static void zero_state_header_set_config(int64_t* header, const GPT2Config* cfg) {
+    header[ZS_MAX_SEQ_LEN] = cfg->max_seq_len;
+    header[ZS_VOCAB_SIZE] = cfg->vocab_size;
+    header[ZS_PADDED_VOCAB_SIZE] = cfg->padded_vocab_size;
+    header[ZS_NUM_LAYERS] = cfg->num_layers;
+    header[ZS_NUM_HEADS] = cfg->num_heads;
+    header[ZS_CHANNELS] = cfg->channels;
+}
+static GPT2Config zero_state_header_config(const int64_t* header) {
+    GPT2Config cfg;
+    cfg.max_seq_len = (int)header[ZS_MAX_SEQ_LEN];
+    cfg.vocab_size = (int)header[ZS_VOCAB_SIZE];
+    cfg.padded_vocab_size = (int)header[ZS_PADDED_VOCAB_SIZE];
+    cfg.num_layers = (int)header[ZS_NUM_LAYERS];
+    cfg.num_heads = (int)header[ZS_NUM_HEADS];
+    cfg.channels = (int)header[ZS_CHANNELS];
+    return cfg;
+}
+static int gpt2_config_equal(const GPT2Config* a, const GPT2Config* b) {
+    return a->max_seq_len == b->max_seq_len && a->vocab_size == b->vocab_size && a->padded_vocab_size == b->padded_vocab_size &&
+           a->num_layers == b->num_layers && a->num_heads == b->num_heads && a->channels == b->channels;
+}
+
+// Write a state file atomically. header[ZS_NUMEL] gives the length of m and v; magic, version
+// and checksum are filled in here.
+static void zero_state_write(const char* path, int64_t* header, const float* m, const float* v) {
+    size_t n = (size_t)header[ZS_NUMEL];
+    int64_t block[ZERO_STATE_HEADER_INTS] = {0};
+    memcpy(block, header, ZS_NUM_FIELDS * sizeof(int64_t));
+    block[ZS_MAGIC] = ZERO_STATE_MAGIC;
+    block[ZS_VERSION] = ZERO_STATE_VERSION;
+    block[ZS_CHECKSUM] = (int64_t)fnv1a64_words(v, n, fnv1a64_words(m, n, FNV1A64_INIT));
+    AtomicFile af;
+    atomic_file_open(&af, path);
+    atomic_file_write(&af, block, sizeof(block));
+    atomic_file_write(&af, m, n * sizeof(float));
+    atomic_file_write(&af, v, n * sizeof(float));
+    atomic_file_commit(&af);
+}
+
+/*
+ * Read and check a state file: magic, version, size against its header, checksum. On success
+ * returns 0 with header (ZERO_STATE_HEADER_INTS) filled and *m, *v malloc'd. On failure returns
+ * -1 with one house-style error line (no newline) in err; nothing to free. The caller checks
+ * that step, world size, rank, stage and config are the ones it wants.
+ */
+static int zero_state_read(const char* path, int64_t* header, float** m, float** v, char* err, size_t err_cap) {
+    *m = *v = NULL;
+    FILE* f = fopen(path, "rb");
+    if (f == NULL) {
+        snprintf(err, err_cap, "error: %s: cannot open state file (%s); expected one state file per rank beside the model file", path, strerror(errno));
+        return -1;
+    }
+    if (fread(header, sizeof(int64_t), ZERO_STATE_HEADER_INTS, f) != ZERO_STATE_HEADER_INTS) {
+        snprintf(err, err_cap, "error: %s: shorter than the 1024-byte header; expected a state file written by train_gpt2", path);
+        fclose(f);
+        return -1;
+    }
+    if (header[ZS_MAGIC] != ZERO_STATE_MAGIC || header[ZS_VERSION] != ZERO_STATE_VERSION) {
+        snprintf(err, err_cap, "error: %s: bad magic/version %lld/%lld; expected %d/%d (a train_gpt2 state file)", path,
+                 (long long)header[ZS_MAGIC], (long long)header[ZS_VERSION], ZERO_STATE_MAGIC, ZERO_STATE_VERSION);
+        fclose(f);
+        return -1;
+    }
+    long long numel = header[ZS_NUMEL];
+    long long expected = (long long)sizeof(int64_t) * ZERO_STATE_HEADER_INTS + 2LL * numel * (long long)sizeof(float);
+    fseek(f, 0, SEEK_END);
+    long long actual = ftell(f);
+    if (numel < 0 || actual != expected) {
+        snprintf(err, err_cap, "error: %s: file is %lld bytes; expected %lld for the %lld-element slices its header names (truncated or damaged)",
+                 path, actual, expected, numel);
+        fclose(f);
+        return -1;
+    }
+    fseek(f, (long)(sizeof(int64_t) * ZERO_STATE_HEADER_INTS), SEEK_SET);
+    *m = (float*)malloc((size_t)numel * sizeof(float) + 1);
+    *v = (float*)malloc((size_t)numel * sizeof(float) + 1);
+    if (*m == NULL || *v == NULL) {
+        snprintf(err, err_cap, "error: %s: out of memory for %lld-element slices; expected a host with more memory", path, numel);
+        free(*m); free(*v); *m = *v = NULL;
+        fclose(f);
+        return -1;
+    }
+    size_t got_m = fread(*m, sizeof(float), (size_t)numel, f), got_v = fread(*v, sizeof(float), (size_t)numel, f);
+    fclose(f);
+    uint64_t checksum = fnv1a64_words(*v, (size_t)numel, fnv1a64_words(*m, (size_t)numel, FNV1A64_INIT));
+    if (got_m != (size_t)numel || got_v != (size_t)numel || checksum != (uint64_t)header[ZS_CHECKSUM]) {
+        snprintf(err, err_cap, "error: %s: checksum mismatch (payload damaged); expected the checksum stored in its header", path);
+        free(*m); free(*v); *m = *v = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+// The largest step S with a model_SSSSSSSS.bin in dir, or -1 if there is none.
+static int checkpoint_latest_step(const char* dir) {
+    DIR* d = opendir(dir);
+    if (d == NULL) return -1;
+    int latest = -1;
+    struct dirent* e;
+    while ((e = readdir(d)) != NULL) {
+        int step;
+        char tail[8];
+        if (strlen(e->d_name) == 18 && sscanf(e->d_name, "model_%8d.%3s", &step, tail) == 2 && strcmp(tail, "bin") == 0 && step > latest)
+            latest = step;
+    }
+    closedir(d);
+    return latest;
+}
+
+// World sizes N for which dir holds state_<step>_r0_of_N.bin, ascending; returns how many
+// (at most cap). For error messages and for the consolidation tool's default source.
+static int zero_state_world_sizes(const char* dir, int step, int* sizes, int cap) {
+    DIR* d = opendir(dir);
+    if (d == NULL) return 0;
+    int count = 0;
+    struct dirent* e;
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "state_%08d_r0_of_", step);
+    size_t plen = strlen(prefix);
+    while ((e = readdir(d)) != NULL) {
+        int n;
+        char tail[8];
+        if (strncmp(e->d_name, prefix, plen) == 0 && sscanf(e->d_name + plen, "%d.%3s", &n, tail) == 2 && strcmp(tail, "bin") == 0 && n > 0) {
+            if (count < cap) sizes[count++] = n;
+        }
+    }
+    closedir(d);
+    for (int i = 1; i < count; i++) // insertion sort: a handful of entries
+        for (int j = i; j > 0 && sizes[j - 1] > sizes[j]; j--) { int t = sizes[j]; sizes[j] = sizes[j - 1]; sizes[j - 1] = t; }
+    return count;
+}
+
+#endif // COMMON_ZERO_CHECKPOINT_H

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# ZeRO group 4: bad input and failing ranks. Every bad input gives one `error: ...; expected ...`
+# line and exit status 1; a rank that hangs or dies never leaves the others hanging.
+#   - resume from a checkpoint of another world size or stage (no conversion), a damaged,
+#     truncated or missing state file, -y 1 without -o; consolidation tool misuse
+#   - a stuck rank (ZERO_TEST_FAULT=stall:1@3): the others' wait on their collective passes -wt 3
+#     and one of them prints rank, collective, unit and step, then MPI_Abort ends every rank;
+#     checked to finish within 30 s (3 s timeout + start-up and abort) with a non-zero status
+#   - a crashed rank (ZERO_TEST_FAULT=exit:2@3, exit without MPI_Finalize): mpirun ends the job;
+#     checked to finish within 30 s with a non-zero status
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/zero_common.sh"
+zero_setup
+
+# A stage-1 checkpoint from 2 ranks at step 3.
+ZERO_TEST_FAULT=stop@3 zrun 2 1 "$ZT/ck" -b 2 -n 3 -v 0
+if [ ! -e "$ZT/ck/model_00000003.bin" ] || [ ! -e "$ZT/ck/state_00000003_r1_of_2.bin" ]; then
+    echo "FAIL zero_fault_checkpoint_made: $(grep -v tokenizer "$ZT/ck.out" | tail -2 | tr '\n' ' ')"; exit 1
+fi
+copy() { rm -rf "$ZT/$1"; cp -r "$ZT/ck" "$ZT/$1"; }
+resume() { # resume N STAGE DIR
+    local n=$1 stage=$2 dir=$3
+    local cmd=(build/train_gpt2_z"$stage" -e d2 -t 8 -b 2 -x 10 -n 3 -v 0 -s 0 -i "$ZT/train.bin" -o "$dir" -y 1 -wt 30)
+    [ "$n" -gt 1 ] && cmd=("${MPIRUN[@]}" -np "$n" "${cmd[@]}")
+    timeout 120 "${cmd[@]}"
+}
+
+copy ws; check_fails zero_resume_other_world_size_needs_conversion "has state for world size 2; expected world size 3 .*zero_consolidate" resume 3 1 "$ZT/ws"
+copy st; check_fails zero_resume_other_stage_needs_conversion "written at ZeRO stage 1; expected stage 3" resume 2 3 "$ZT/st"
+copy flip; printf 'X' | dd of="$ZT/flip/state_00000003_r1_of_2.bin" bs=1 seek=5000 conv=notrunc status=none
+check_fails zero_resume_damaged_state_file "state_00000003_r1_of_2.bin: checksum mismatch" resume 2 1 "$ZT/flip"
+copy trunc; truncate -s 4000 "$ZT/trunc/state_00000003_r0_of_2.bin"
+check_fails zero_resume_truncated_state_file "state_00000003_r0_of_2.bin: file is 4000 bytes" resume 2 1 "$ZT/trunc"
+copy miss; rm "$ZT/miss/state_00000003_r1_of_2.bin"
+check_fails zero_resume_missing_state_file "state_00000003_r1_of_2.bin: missing state file" resume 2 1 "$ZT/miss"
+check_fails zero_resume_without_output_dir "-y 1: resuming needs the checkpoint directory" build/train_gpt2_z1 -y 1
+# A sanity check of the fixture: the unmodified copy resumes.
+copy good; check zero_resume_fixture_resumes resume 2 1 "$ZT/good"
+
+check_fails zero_consolidate_needs_dir "-o: missing" build/zero_consolidate -to 2
+check_fails zero_consolidate_bad_target "-to: 'zero' is not a world size" build/zero_consolidate -o "$ZT/ck" -to zero
+check_fails zero_consolidate_missing_source "state_00000003_r0_of_3.bin: missing" build/zero_consolidate -o "$ZT/ck" -from 3 -to 1
+check_fails zero_consolidate_full_needs_stage "-z: missing" bash -c "build/zero_consolidate -o '$ZT/ck' -to full >/dev/null && build/zero_consolidate -o '$ZT/ck' -from full -to 1"
+check_fails zero_consolidate_damaged_source "checksum mismatch" build/zero_consolidate -o "$ZT/flip" -to full
+
+# Hangs and crashes: the job must end, with a diagnosis, well before anyone would notice a hang.
+start=$(date +%s)
+ZERO_TEST_FAULT=stall:1@3 timeout 120 "${MPIRUN[@]}" -np 3 build/train_gpt2_z3 -e d2 -t 8 -b 2 -x 10 -v 0 -s 0 -i "$ZT/train.bin" -wt 3 >"$ZT/stall.out" 2>&1
+rc=$?; took=$(( $(date +%s) - start ))
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le 30 ] \
+    && grep -qE "^error: rank [02]: all_gather of parameters, unit [0-9]+ \([a-z0-9 ]+\), at step 4 waited [0-9.]+ s, longer than -wt 3 s" "$ZT/stall.out"; then
+    echo "PASS zero3_np3_stuck_rank_diagnosed_and_all_ranks_aborted"
+else
+    echo "FAIL zero3_np3_stuck_rank_diagnosed_and_all_ranks_aborted: exit $rc after $took s; $(grep '^error' "$ZT/stall.out" | head -1)"
+fi
+start=$(date +%s)
+ZERO_TEST_FAULT=stall:0@2 timeout 120 "${MPIRUN[@]}" -np 2 build/train_gpt2_z0 -e d2 -t 8 -b 2 -x 10 -v 0 -s 0 -i "$ZT/train.bin" -wt 3 >"$ZT/stall0.out" 2>&1
+rc=$?; took=$(( $(date +%s) - start ))
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le 30 ] && grep -qE "^error: rank 1: all_reduce of gradients, unit [0-9]+ .*at step 3 waited" "$ZT/stall0.out"; then
+    echo "PASS zero0_np2_stuck_rank_diagnosed_and_all_ranks_aborted"
+else
+    echo "FAIL zero0_np2_stuck_rank_diagnosed_and_all_ranks_aborted: exit $rc after $took s; $(grep '^error' "$ZT/stall0.out" | head -1)"
+fi
+start=$(date +%s)
+ZERO_TEST_FAULT=exit:2@3 timeout 120 "${MPIRUN[@]}" -np 3 build/train_gpt2_z2 -e d2 -t 8 -b 2 -x 10 -v 0 -s 0 -i "$ZT/train.bin" -wt 20 >"$ZT/exit.out" 2>&1
+rc=$?; took=$(( $(date +%s) - start ))
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le 30 ]; then
+    echo "PASS zero2_np3_crashed_rank_ends_the_job"
+else
+    echo "FAIL zero2_np3_crashed_rank_ends_the_job: exit $rc after $took s"
+fi

@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Checks on train_gpt2 logs (DIR/log.jsonl) for the ZeRO test groups. Exit 0 = pass; the one
+line printed says what was compared. Independent of the C code: the padded parameter count is
+recomputed here from the model config.
+
+  losses REF RUN TOL [--kinds train,val] [--from-step S] [--norm-rtol R]
+      every train (and val) loss of RUN within TOL of REF's at the same step (steps >= S), and
+      every train grad norm within relative R (default 2e-5)
+  same REF RUN [--from-step S]
+      the train losses, as logged (6 decimals), are identical
+  counts RUN STAGE
+      each train record's sent_elements equals DESIGN.md's formula for STAGE, the config record's
+      world size N and accumulation A, with Ψ recomputed from L, C, Vp, maxT; and the config
+      record's params+grads+optimizer bytes equal the stage's memory formula
+"""
+import json
+import sys
+
+ALIGN = 64  # ZERO_ALIGN in zero.cuh
+
+
+def records(run, kinds):
+    out = {}
+    for line in open(f"{run}/log.jsonl"):
+        r = json.loads(line)
+        if r["kind"] in kinds:
+            out[(r["kind"], r["step"])] = r  # a resumed run appends: the last record of a step wins
+    return out
+
+
+def padded_psi(cfg, n):
+    C, L = cfg["C"], cfg["L"]
+    vp = cfg.get("Vp", (cfg["V"] + 127) // 128 * 128)
+    max_t = cfg.get("maxT", 1024)
+    units = [vp * C + max_t * C] + [12 * C * C + 13 * C] * L + [2 * C]
+    q = n * ALIGN
+    return sum((u + q - 1) // q * q for u in units)
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    opts = {}
+    while len(args) >= 2 and args[-2].startswith("--"):
+        opts[args[-2]] = args[-1]
+        args = args[:-2]
+    from_step = int(opts.get("--from-step", 0))
+    if cmd in ("losses", "same"):
+        ref, run = args[0], args[1]
+        kinds = opts.get("--kinds", "train").split(",")
+        a, b = records(ref, kinds), records(run, kinds)
+        keys = sorted(k for k in a if k[1] >= from_step)
+        missing = [k for k in keys if k not in b]
+        if not keys or missing:
+            print(f"{run}: missing records {missing[:3]} (of {len(keys)})")
+            return 1
+        if cmd == "same":
+            diff = [k for k in keys if a[k]["loss"] != b[k]["loss"]]
+            print(f"{len(keys)} losses, {len(diff)} differ" + (f", first {diff[0]}: {a[diff[0]]['loss']} vs {b[diff[0]]['loss']}" if diff else ""))
+            return 1 if diff else 0
+        tol = float(args[2])
+        norm_rtol = float(opts.get("--norm-rtol", "2e-5"))
+        worst = max(keys, key=lambda k: abs(a[k]["loss"] - b[k]["loss"]))
+        d = abs(a[worst]["loss"] - b[worst]["loss"])
+        # The grad norm too: AdamW is blind to a constant gradient scale (a missing 1/N), the norm is not.
+        norms = [k for k in keys if k[0] == "train"]
+        rel = max((abs(a[k]["grad_norm"] - b[k]["grad_norm"]) / max(abs(a[k]["grad_norm"]), 1e-12) for k in norms), default=0.0)
+        print(f"{len(keys)} losses, max |diff| {d:.2e} at {worst} (tolerance {tol:g}); grad norm max rel diff {rel:.2e} (tolerance {norm_rtol:g})")
+        return 0 if d <= tol and rel <= norm_rtol else 1
+    if cmd == "counts":
+        run, stage = args[0], int(args[1])
+        cfg = next(r for r in map(json.loads, open(f"{run}/log.jsonl")) if r["kind"] == "config")
+        n, a = cfg["world_size"], cfg["grad_accum_steps"]
+        psi = padded_psi(cfg, n)
+        per = psi // n * (n - 1)
+        sent = {0: 2 * per, 1: 2 * per, 2: (a + 1) * per, 3: 3 * a * per}[stage]
+        mem = {0: 16 * psi, 1: 8 * psi + 8 * psi // n, 2: 4 * psi + 12 * psi // n, 3: 16 * psi // n}[stage]
+        got_mem = cfg["bytes_params"] + cfg["bytes_grads"] + cfg["bytes_optimizer"]
+        trains = [r for r in records(run, ["train"]).values()]
+        bad = [r["sent_elements"] for r in trains if r["sent_elements"] != sent]
+        ok = cfg["padded_parameters"] == psi and got_mem == mem and trains and not bad
+        print(f"N={n} A={a} Ψ={psi} (log {cfg['padded_parameters']}): sent/step formula {sent}, counted {sorted(set(r['sent_elements'] for r in trains))}; "
+              f"bytes formula {mem}, allocated {got_mem}")
+        return 0 if ok else 1
+    print(f"unknown command {cmd}")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
