@@ -4,7 +4,7 @@
 #   ZERO_STAGE=0|1|2|3            compile-time ZeRO stage (default 0)
 CC ?= gcc
 ZERO_STAGE ?= 0
-CFLAGS ?= -O3 -march=native -ffp-contract=fast
+CFLAGS ?= -O3 -march=native -ffp-contract=fast -fno-math-errno
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-unused-function -fopenmp -DZERO_STAGE=$(ZERO_STAGE) -I.
 # OpenBLAS built for OpenMP shares the trainer's thread pool; the pthread build fights it for the
 # cores (measured 4x slower on 2 cores). Prefer it when Debian's libopenblas-openmp-dev is there.
@@ -70,3 +70,8 @@ clean:
 
 # CUDA build targets live in cuda.mk (train_gpt2cu, test_gpt2cu, cuda_check).
 -include cuda.mk
+
+# Benchmarks (not tests): dev/bench/*.c become build/*
+$(BUILD)/bench_cpu: dev/bench/bench_cpu.c train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(BUILD)
+	$(MPICC) $(CFLAGS) $< -o $@ $(LDLIBS)
