@@ -56,10 +56,10 @@ int main(int argc, char** argv) {
         if (!(e <= logits_err)) logits_err = e;
     }
     // Measured 3.0e-7 (logits are O(0.1)): fp32 rounding through 2 layers of C=64 sums.
-    report("forward_logits_match_pytorch", logits_err < 3e-6, "max abs err %.3g, tolerance %.1g", logits_err, 3e-6);
+    report("forward_logits_match_pytorch", logits_err < 3e-6, "max abs err %.3g, tolerance %.2g", logits_err, 3e-6);
     double loss_err = fabs(model.mean_loss - ref.loss);
     // Measured 0 in fp32 (below one ulp of 6.9, 4.8e-7); allow a few ulps for another BLAS.
-    report("forward_loss_matches_pytorch", loss_err < 1e-5, "abs err %.3g, tolerance %.1g", loss_err, 1e-5);
+    report("forward_loss_matches_pytorch", loss_err < 1e-5, "abs err %.3g, tolerance %.2g", loss_err, 1e-5);
 
     // Backward: every tensor's gradient, compared in llm.c order via the tensor table.
     zero_grads_zero(&model.zero);
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     // Error relative to each tensor's largest gradient; measured worst 7.1e-7 (fp32 sums over
     // B*T = 128 positions and the Vp = 1024 classifier columns). Bugs show up at O(1).
     printf("  worst gradient: %s (layer %d)\n", worst_name, worst_layer);
-    report("backward_all_gradients_match_pytorch", worst_rel < 1e-5, "max rel err %.3g, tolerance %.1g", worst_rel, 1e-5);
+    report("backward_all_gradients_match_pytorch", worst_rel < 1e-5, "max rel err %.3g, tolerance %.2g", worst_rel, 1e-5);
 
     // 10 AdamW steps on the same batch with the reference's hyperparameters.
     AdamWConfig opt = {ref.beta1, ref.beta2, ref.eps, ref.weight_decay, ref.grad_clip};
@@ -95,8 +95,8 @@ int main(int argc, char** argv) {
         if (!(ne <= step_norm_err)) step_norm_err = ne;
     }
     // Measured: loss error 4.8e-7 (one ulp at 6.0), grad norm relative error 1.1e-6.
-    report("adamw_10_step_losses_match_pytorch", step_loss_err < 5e-6, "max abs err %.3g, tolerance %.1g", step_loss_err, 5e-6);
-    report("adamw_10_step_grad_norms_match_pytorch", step_norm_err < 1e-5, "max rel err %.3g, tolerance %.1g", step_norm_err, 1e-5);
+    report("adamw_10_step_losses_match_pytorch", step_loss_err < 5e-6, "max abs err %.3g, tolerance %.2g", step_loss_err, 5e-6);
+    report("adamw_10_step_grad_norms_match_pytorch", step_norm_err < 1e-5, "max rel err %.3g, tolerance %.2g", step_norm_err, 1e-5);
     double param_err = 0.0;
     for (int t = 0; t < layout->num_tensors; t++) {
         const ParamTensor* pt = &layout->tensors[t];
@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
     // Measured 2.4e-5. Adam divides by sqrt(v) + eps, so for weights whose gradients are near
     // eps = 1e-8 the fp32 rounding of g is amplified up to the full step size lr = 1e-3; a real
     // bug moves weights by O(lr) per step, i.e. up to 1e-2 after 10 steps.
-    report("adamw_10_step_final_params_match_pytorch", param_err < 2.5e-4, "max abs err %.3g, tolerance %.1g", param_err, 2.5e-4);
+    report("adamw_10_step_final_params_match_pytorch", param_err < 2.5e-4, "max abs err %.3g, tolerance %.2g", param_err, 2.5e-4);
 
     gpt2_free(&model);
     reference_state_free(&ref);
