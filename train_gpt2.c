@@ -529,6 +529,52 @@ static int test_fault_at_step(const TestFault* f, int step, int rank) {
 
 // ----------------------------------------------------------------------------
 
+// Rank 0, at start-up: what runs (stage, world size, model, batch), what each rank allocates
+// and sends beside DESIGN.md's formulas, on stdout and as the log's config record.
+static void print_run_config(const TrainArgs* args, const GPT2* model, const char* init, const DataLoader* train_loader,
+                             int do_val, int grad_accum_steps, int total_batch_tokens, int max_steps, int start_step,
+                             Logger* logger) {
+    const GPT2Config* cfg = &model->config;
+    const ZeroEngine* z = &model->zero;
+    int B = model->B, T = model->T, world_size = z->world_size;
+    size_t psi = model->layout.padded_numel;
+    int threads = omp_get_max_threads();
+    printf("GPT-2 CPU trainer | ZeRO stage %d | world size %d | threads per rank %d\n", ZERO_STAGE, world_size, threads);
+    // Ranks on one machine share its cores: more threads than cores in total slows every rank.
+    const char* local_size = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int local_ranks = local_size ? atoi(local_size) : 1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (local_ranks > 1 && threads > 1 && (long)local_ranks * threads > cores)
+        printf("note: %d ranks on this machine x %d threads each > %ld cores; set OMP_NUM_THREADS so that ranks x threads <= cores\n",
+               local_ranks, threads, cores);
+    printf("model: %s | L %d | C %d | NH %d | V %d (Vp %d) | maxT %d | parameters %zu\n", init,
+           cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
+           cfg->max_seq_len, model->layout.num_parameters);
+    printf("batch: B %d x T %d x %d ranks x %d accumulation steps = %d tokens | steps %d | lr %g (%s, warmup %d, final x%g)\n",
+           B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args->learning_rate,
+           args->lr_schedule, args->warmup_steps, args->final_lr_fraction);
+    zero_print_accounting(z, grad_accum_steps, stdout);
+    printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, working units %.1f MiB, activations %.1f MiB\n",
+           z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
+           z->bytes_working / 1048576.0, model->act_bytes / 1048576.0);
+    printf("train: %zu tokens | val: %s\n", train_loader->num_tokens_total, do_val ? args->val_pattern : "off");
+    if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, init);
+    logger_record(logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
+                  "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
+                  "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,"
+                  "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
+                  "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
+                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\"",
+                  args->init, cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
+                  cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
+                  max_steps, args->learning_rate, start_step, psi,
+                  z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working,
+                  zero_state_bytes_formula(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_text[ZERO_STAGE],
+                  zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps),
+                  zero_elements_sent_formula_text[ZERO_STAGE]);
+    fflush(stdout);
+}
+
 #ifndef TESTING
 int main(int argc, char** argv) {
     TrainArgs args;
@@ -582,7 +628,6 @@ int main(int argc, char** argv) {
     gpt2_build(&model, start_step > 0 ? resume_model : args.init, B, T, (uint64_t)args.seed, rank, world_size);
     model.zero.timeout_s = args.collective_timeout_s;
     if (start_step > 0) gpt2_load_training_state(&model, args.output_dir, start_step, &train_loader);
-    const GPT2Config* cfg = &model.config;
     int max_steps = args.max_steps;
     if (max_steps == -1) max_steps = (int)(train_loader.num_tokens_total / (size_t)total_batch_tokens);
     if (max_steps < 1 && args.max_steps == -1) max_steps = 1;
@@ -601,36 +646,8 @@ int main(int argc, char** argv) {
     AdamWConfig opt = {0.9f, 0.95f, 1e-8f, args.weight_decay, args.grad_clip};
 
     ZeroEngine* z = &model.zero;
-    size_t psi = model.layout.padded_numel;
-    if (rank == 0) {
-        printf("GPT-2 CPU trainer | ZeRO stage %d | world size %d | threads per rank %d\n", ZERO_STAGE, world_size, omp_get_max_threads());
-        printf("model: %s | L %d | C %d | NH %d | V %d (Vp %d) | maxT %d | parameters %zu\n", start_step > 0 ? resume_model : args.init,
-               cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
-               cfg->max_seq_len, model.layout.num_parameters);
-        printf("batch: B %d x T %d x %d ranks x %d accumulation steps = %d tokens | steps %d | lr %g (%s, warmup %d, final x%g)\n",
-               B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args.learning_rate,
-               args.lr_schedule, args.warmup_steps, args.final_lr_fraction);
-        zero_print_accounting(z, grad_accum_steps, stdout);
-        printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, working units %.1f MiB, activations %.1f MiB\n",
-               z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
-               z->bytes_working / 1048576.0, model.act_bytes / 1048576.0);
-        printf("train: %zu tokens | val: %s\n", train_loader.num_tokens_total, do_val ? args.val_pattern : "off");
-        if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, resume_model);
-        logger_record(&logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
-                      "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
-                      "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,"
-                      "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
-                      "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
-                      "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\"",
-                      args.init, cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
-                      cfg->max_seq_len, model.layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
-                      max_steps, args.learning_rate, start_step, psi,
-                      z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working,
-                      zero_state_bytes_formula(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_text[ZERO_STAGE],
-                      zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps),
-                      zero_elements_sent_formula_text[ZERO_STAGE]);
-        fflush(stdout);
-    }
+    if (rank == 0) print_run_config(&args, &model, start_step > 0 ? resume_model : args.init, &train_loader, do_val,
+                                    grad_accum_steps, total_batch_tokens, max_steps, start_step, &logger);
 
     double train_seconds = 0.0, train_comm_wait_s = 0.0;
     long long tokens_seen = (long long)start_step * total_batch_tokens;
