@@ -25,6 +25,7 @@
 #include "common/args.h"
 #include "common/checkpoint.h"
 #include "common/dataloader.h"
+#include "common/gns.h"
 #include "common/gpt2_config.h"
 #include "common/init.h"
 #include "common/logger.h"
@@ -385,6 +386,78 @@ static const char* tokenizer_path_beside(const char* train_pattern) {
 }
 
 // ----------------------------------------------------------------------------
+// Gradient noise scale (DESIGN.md "Batch-size recipe"; common/gns.h; McCandlish et al. 2018,
+// "An Empirical Model of Large-Batch Training", Appendix A).
+//
+// Every step the meter gets the squared norms of two MEAN gradients (loss averaged over the
+// batch's own tokens), both before clipping, and their batch sizes in tokens:
+//   small: each rank's FIRST micro-batch of the step, B_small = B*T tokens. On micro-step 0 the
+//          engine adds, unit by unit in zero_grads_unit_ready, the squared norm of the rank's own
+//          unit gradient before the unit's collective reads it (stages 0, 1: the full gradient
+//          buffer, which was zeroed at the step's start and so holds micro-step 0 alone; stages
+//          2, 3: the working unit before its reduce-scatter). Backward scaled that gradient by
+//          1/(B*T*A), A = grad_accum_steps, so the micro-batch's mean gradient is A times it and
+//          |G_small|^2 = A^2 * (squared norm); the mean over ranks of these (several small
+//          batches: gns.h asks for the mean) rides on the global norm's all-reduce.
+//   big:   the reduced global gradient, the mean over all N*A micro-batches, B_big = N*A*B*T
+//          tokens (-d): |G_big|^2 is the squared norm zero_optimizer_step computes for clipping.
+// Why only the first micro-step: at stages 0, 1 backward accumulates every micro-step into one
+// buffer, so a later micro-step's gradient never exists on its own; taking the same micro-batch
+// at every stage makes every stage log the same values (to float summation order). (The rank's
+// whole accumulated batch, B*T*A tokens, sits in the buffer before a stage-0/1 reduction, but
+// stages 2, 3 reduce-scatter every micro-step and never hold it.)
+// One rank without accumulation has one batch size only: no small batch, the meter is off.
+// The meter restarts on resume (its EMAs are not in the checkpoint).
+
+typedef struct {
+    int on;                      // two batch sizes to compare, and -gb is not -1
+    const char* off_reason;      // why not, when off
+    int grad_accum_steps;        // A
+    double b_small, b_big;       // tokens: B*T and N*A*B*T
+    double g_small_sq, g_big_sq; // this step's |G_small|^2 and |G_big|^2 (NaN when off)
+    GNSMeter meter;
+} GradientNoiseScale;
+
+static void noise_scale_setup(GradientNoiseScale* g, float ema_beta, int B, int T, int world_size, int grad_accum_steps,
+                              int total_batch_tokens) {
+    memset(g, 0, sizeof(*g));
+    g->grad_accum_steps = grad_accum_steps;
+    g->b_small = (double)B * T;
+    g->b_big = (double)total_batch_tokens;
+    g->on = ema_beta >= 0.0f && world_size * grad_accum_steps > 1;
+    g->off_reason = ema_beta < 0.0f ? "-gb -1"
+                                    : "one rank without accumulation has no smaller batch; accumulate with -d > B*T to measure";
+    g->g_small_sq = g->g_big_sq = NAN;
+    gns_init(&g->meter, ema_beta >= 0.0f ? ema_beta : 0.0);
+}
+
+// After zero_optimizer_step: this step's two squared norms into the meter (see above).
+static void noise_scale_step(GradientNoiseScale* g, const ZeroEngine* z) {
+    if (!g->on) return;
+    double A = g->grad_accum_steps;
+    g->g_small_sq = A * A * z->local_grad_norm_sq_mean;
+    g->g_big_sq = z->grad_norm_sq;
+    gns_update(&g->meter, g->g_small_sq, g->b_small, g->g_big_sq, g->b_big); // -1 (non-finite): meter unchanged
+}
+
+// The step line's B_simple in tokens: "n/a" when the meter is off, "-" while it is undefined
+// (a smoothed |G|^2 or tr(Σ) not yet positive: noise swamps the signal, see gns_update).
+static const char* noise_scale_text(const GradientNoiseScale* g, char* buf, size_t cap) {
+    if (!g->on) snprintf(buf, cap, "n/a");
+    else if (!isfinite(g->meter.b_simple)) snprintf(buf, cap, "-");
+    else snprintf(buf, cap, "%.0f", g->meter.b_simple);
+    return buf;
+}
+
+// A JSON number with `digits` significant digits, null when not finite (the raw norms get 9:
+// B_simple recomputed from the log depends on their difference).
+static const char* json_number_digits(char* buf, size_t cap, double x, int digits) {
+    if (isfinite(x)) snprintf(buf, cap, "%.*g", digits, x);
+    else snprintf(buf, cap, "null");
+    return buf;
+}
+
+// ----------------------------------------------------------------------------
 // Checkpoints (DESIGN.md "Checkpoints"; formats in common/checkpoint.h, common/zero_checkpoint.h)
 
 /*
@@ -533,12 +606,13 @@ static int test_fault_at_step(const TestFault* f, int step, int rank) {
 // and sends beside DESIGN.md's formulas, on stdout and as the log's config record.
 static void print_run_config(const TrainArgs* args, const GPT2* model, const char* init, const DataLoader* train_loader,
                              int do_val, int grad_accum_steps, int total_batch_tokens, int max_steps, int start_step,
-                             Logger* logger) {
+                             const GradientNoiseScale* gns, Logger* logger) {
     const GPT2Config* cfg = &model->config;
     const ZeroEngine* z = &model->zero;
     int B = model->B, T = model->T, world_size = z->world_size;
     size_t psi = model->layout.padded_numel;
     int threads = omp_get_max_threads();
+    char gns_b_small[32], gns_b_big[32], gns_beta[32];
     printf("GPT-2 CPU trainer | ZeRO stage %d | world size %d | threads per rank %d\n", ZERO_STAGE, world_size, threads);
     // Ranks on one machine share its cores: more threads than cores in total slows every rank.
     const char* local_size = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -558,20 +632,29 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
            z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
            z->bytes_working / 1048576.0, model->act_bytes / 1048576.0);
     printf("train: %zu tokens | val: %s\n", train_loader->num_tokens_total, do_val ? args->val_pattern : "off");
+    if (gns->on)
+        printf("gns: B_small %.0f tokens (each rank's first micro-batch) | B_big %.0f tokens (the global batch) | EMA beta %g "
+               "| step lines show B_simple in tokens ('-' while undefined)\n", gns->b_small, gns->b_big, gns->meter.ema_beta);
+    else
+        printf("gns: off (%s)\n", gns->off_reason);
     if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, init);
     logger_record(logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
                   "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
                   "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,"
                   "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
-                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\"",
+                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\","
+                  "\"gns_b_small\":%s,\"gns_b_big\":%s,\"gns_beta\":%s",
                   args->init, cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
                   max_steps, args->learning_rate, start_step, psi,
                   z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working,
                   zero_state_bytes_formula(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_text[ZERO_STAGE],
                   zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps),
-                  zero_elements_sent_formula_text[ZERO_STAGE]);
+                  zero_elements_sent_formula_text[ZERO_STAGE],
+                  json_number(gns_b_small, sizeof(gns_b_small), gns->on ? gns->b_small : NAN),
+                  json_number(gns_b_big, sizeof(gns_b_big), gns->on ? gns->b_big : NAN),
+                  json_number(gns_beta, sizeof(gns_beta), gns->on ? gns->meter.ema_beta : NAN));
     fflush(stdout);
 }
 
@@ -646,8 +729,10 @@ int main(int argc, char** argv) {
     AdamWConfig opt = {0.9f, 0.95f, 1e-8f, args.weight_decay, args.grad_clip};
 
     ZeroEngine* z = &model.zero;
+    GradientNoiseScale gns;
+    noise_scale_setup(&gns, args.gns_beta, B, T, world_size, grad_accum_steps, total_batch_tokens);
     if (rank == 0) print_run_config(&args, &model, start_step > 0 ? resume_model : args.init, &train_loader, do_val,
-                                    grad_accum_steps, total_batch_tokens, max_steps, start_step, &logger);
+                                    grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, &logger);
 
     double train_seconds = 0.0, train_comm_wait_s = 0.0;
     long long tokens_seen = (long long)start_step * total_batch_tokens;
@@ -679,11 +764,14 @@ int main(int argc, char** argv) {
             model.backward_follows = 1;
             gpt2_forward(&model, train_loader.inputs, train_loader.targets, B, T);
             loss_sum += model.mean_loss;
+            z->measure_local_grad_norm = gns.on && micro_step == 0; // the GNS small batch
             gpt2_backward(&model, train_loader.targets, B, T, 1.0f / ((float)B * T * grad_accum_steps),
                           micro_step == grad_accum_steps - 1);
         }
         float lr = lr_at_step(&schedule, step);
+        z->measure_local_grad_norm = 0;
         float grad_norm = zero_optimizer_step(z, &opt, lr, step + 1);
+        noise_scale_step(&gns, z);
         float train_loss = (float)zero_all_reduce_mean(z, loss_sum / grad_accum_steps, "train loss");
         double seconds = wall_seconds() - t0;
         double comm_wait_ms = z->comm_wait_s_step * 1000.0;
@@ -694,15 +782,24 @@ int main(int argc, char** argv) {
         double mean_step = timed_steps > 0 ? train_seconds / timed_steps : seconds;
         char eta[32];
         format_eta(eta, sizeof(eta), mean_step * (max_steps - step - 1));
+        char gns_text[32], small_sq[32], big_sq[32], g2[32], trace[32], b_simple[32];
         if (rank == 0) {
-            printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | comm wait %.1f ms | sent %lld | %.0f tok/s | eta %s\n",
-                   step + 1, max_steps, train_loss, lr, grad_norm, seconds * 1000.0, comm_wait_ms, sent, tokens_per_s, eta);
+            printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | gns %s | %.1f ms | comm wait %.1f ms | sent %lld | %.0f tok/s | eta %s\n",
+                   step + 1, max_steps, train_loss, lr, grad_norm, noise_scale_text(&gns, gns_text, sizeof(gns_text)),
+                   seconds * 1000.0, comm_wait_ms, sent, tokens_per_s, eta);
             fflush(stdout);
         }
+        // gns_small_sq, gns_big_sq: this step's |G_small|^2, |G_big|^2; gns_g2, gns_trace: the
+        // smoothed |G|^2 and tr(Σ) estimates whose ratio is b_simple (tokens); null when off.
         logger_record(&logger, "train", "\"step\":%d,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6f,\"ms\":%.3f,"
-                      "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,\"sent_elements\":%lld",
+                      "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,\"sent_elements\":%lld,"
+                      "\"gns_small_sq\":%s,\"gns_big_sq\":%s,\"gns_g2\":%s,\"gns_trace\":%s,\"b_simple\":%s",
                       step + 1, train_loss, lr, grad_norm, seconds * 1000.0, tokens_per_s, tokens_seen, total_batch_tokens,
-                      comm_wait_ms, sent);
+                      comm_wait_ms, sent, json_number_digits(small_sq, sizeof(small_sq), gns.g_small_sq, 9),
+                      json_number_digits(big_sq, sizeof(big_sq), gns.g_big_sq, 9),
+                      json_number(g2, sizeof(g2), gns.on ? gns.meter.g2_smooth : NAN),
+                      json_number(trace, sizeof(trace), gns.on ? gns.meter.trace_smooth : NAN),
+                      json_number(b_simple, sizeof(b_simple), gns.on ? gns.meter.b_simple : NAN));
     }
     if (rank == 0) {
         if (timed_steps > 0)

@@ -41,7 +41,8 @@
  *   stage 2: (A+1)Ψ(N-1)/N (reduce-scatter every micro-step, one all-gather),
  *   stage 3: 3AΨ(N-1)/N (two all-gathers and one reduce-scatter per micro-step),
  * i.e. DESIGN.md's 2Ψ(N-1)/N and 3Ψ(N-1)/N at A = 1. The two scalar all-reduces per step
- * (grad norm, mean loss) and what MPI's own algorithms actually move are not in that count.
+ * (grad norm, carrying the GNS meter's local norm too; mean loss) and what MPI's own algorithms
+ * actually move are not in that count.
  *
  * Compiles as plain C (CPU build) and under nvcc; CUDA-only parts go inside #ifdef __CUDACC__.
  */
@@ -263,6 +264,13 @@ typedef struct {
     long long sent_elements_step, sent_elements_total; // ring count, bulk collectives only
     int scalar_all_reduces_step;
     double comm_wait_s_step, comm_wait_s_total;        // exposed: time spent waiting
+    // Gradient noise scale meter (common/gns.h; McCandlish et al. 2018, App. A). While the trainer
+    // sets measure_local_grad_norm (one micro-step per step), zero_grads_unit_ready adds each
+    // unit's squared norm of THIS rank's own gradient, read before the unit's collective starts.
+    int measure_local_grad_norm;
+    double local_grad_norm_sq;      // this rank, summed over units, this step
+    double local_grad_norm_sq_mean; // its mean over ranks (zero_optimizer_step)
+    double grad_norm_sq;            // the reduced global gradient's, before clipping (zero_optimizer_step)
 } ZeroEngine;
 
 static void* zero_calloc(size_t n, size_t elem, const char* what) {
@@ -399,6 +407,16 @@ static double zero_all_reduce_sum(ZeroEngine* z, double x, const char* what) {
     MPI_CHECK(MPI_Iallreduce(&x, &result, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &op.request));
     zero_op_wait(z, &op);
     return result;
+}
+
+// Sum of n doubles element-wise over all ranks, in place (one collective for several scalars).
+static void zero_all_reduce_sum_doubles(ZeroEngine* z, double* x, int n, const char* what) {
+    if (z->world_size == 1) return;
+    ZeroOp op = {.kind = ZERO_OP_NONE};
+    zero_op_begin(z, &op, ZERO_OP_SCALAR_ALL_REDUCE, -1, what, 0);
+    z->scalar_all_reduces_step++;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &op.request));
+    zero_op_wait(z, &op);
 }
 
 // Mean of x over ranks: the logged losses (each rank's mean over equal-sized micro-batches).
@@ -632,6 +650,14 @@ static float* zero_grads_unit(ZeroEngine* z, int unit) {
  */
 static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) {
     const ParamUnit* u = &z->layout->units[unit];
+    if (z->measure_local_grad_norm) {
+        // GNS small batch: this rank's unit gradient as backward left it, before the collective
+        // below sums it with the other ranks'. Stages 0, 1: the full buffer, i.e. everything
+        // accumulated so far this step; stages 2, 3: the working unit, this micro-step alone.
+        ZeroWorkingUnit* w = ZERO_STAGE >= 2 ? zero_work_find(z->grad_work, unit) : NULL;
+        const float* local = ZERO_STAGE >= 2 ? (w ? w->data : NULL) : z->grads + u->offset;
+        if (local) z->local_grad_norm_sq += norm_squared(local, u->padded_numel);
+    }
     if (ZERO_STAGE == 0 && last_micro_step) {
         // All-reduce: padded_numel elements of this unit's gradients, in place in the full buffer.
         zero_op_all_reduce(z, &z->grad_ops[unit], z->grads + u->offset, u->padded_numel, unit, "gradients");
@@ -664,6 +690,7 @@ static void zero_step_begin(ZeroEngine* z, int step) {
     z->sent_elements_step = 0;
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;
+    z->local_grad_norm_sq = 0.0;
     zero_grads_zero(z);
 }
 
@@ -793,7 +820,13 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
     double norm_sq = 0.0;
     for (int unit = 0; unit < layout->num_units; unit++)
         norm_sq += norm_squared(zero_owned(z, z->grads, ZERO_BUF_GRADS, unit), layout->units[unit].shard_numel);
-    norm_sq = zero_all_reduce_sum(z, norm_sq, "grad norm");
+    // The same all-reduce carries the GNS meter's local squared norm (0 when not measured), so
+    // the meter costs no extra collective: [owned slices' sum, this rank's local norm^2], summed.
+    double sums[2] = {norm_sq, z->local_grad_norm_sq};
+    zero_all_reduce_sum_doubles(z, sums, 2, "grad norm");
+    norm_sq = sums[0];
+    z->grad_norm_sq = norm_sq;
+    z->local_grad_norm_sq_mean = sums[1] / N;
     float norm = (float)sqrt(norm_sq);
     // 4. Clip coefficient as torch.nn.utils.clip_grad_norm_ computes it: max_norm / (norm + 1e-6), capped at 1.
     float clip_coef = opt->grad_clip > 0.0f ? opt->grad_clip / (norm + 1e-6f) : 1.0f;

@@ -1,7 +1,8 @@
 /*
  * args.h: the trainer's command line, shared by the CPU and CUDA builds. llm.c's flags where
  * they mean the same thing (-i -j -e -o -n -y -b -t -d -l -u -q -c -k -x -v -m -s -g -a -z),
- * plus -gc (gradient clip), -sd (seed), -wt (collective wait timeout, seconds).
+ * plus -gc (gradient clip), -sd (seed), -wt (collective wait timeout, seconds), -gb (EMA beta of
+ * the gradient noise scale meter, common/gns.h; -1 turns the meter off).
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
  * flag or a malformed value prints one error line and exits 1.
  */
@@ -39,6 +40,7 @@ typedef struct {
     float grad_clip;           // -gc (0 disables)
     int seed;                  // -sd
     float collective_timeout_s; // -wt
+    float gns_beta;            // -gb: GNS EMA beta in [0, 1); -1: meter off
 } TrainArgs;
 
 typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING } ArgType;
@@ -70,6 +72,7 @@ static const ArgSpec arg_specs[] = {
     {"-gc", ARG_FLOAT, ARG_FIELD(grad_clip), "clip the gradient to this global norm (0: off)"},
     {"-sd", ARG_INT, ARG_FIELD(seed), "random seed (init, sampling)"},
     {"-wt", ARG_FLOAT, ARG_FIELD(collective_timeout_s), "abort all ranks if a collective waits longer (s)"},
+    {"-gb", ARG_FLOAT, ARG_FIELD(gns_beta), "GNS EMA beta: gradient noise scale smoothing, [0, 1); -1: meter off"},
 };
 #define NUM_ARG_SPECS (int)(sizeof(arg_specs) / sizeof(arg_specs[0]))
 
@@ -98,6 +101,7 @@ static void train_args_defaults(TrainArgs* a) {
     a->grad_clip = 1.0f;
     a->seed = 42;
     a->collective_timeout_s = 300.0f;
+    a->gns_beta = 0.95f;
 }
 
 static void train_args_print_help(const char* program, FILE* out) {
@@ -179,6 +183,7 @@ static void train_args_validate(const TrainArgs* a) {
     ARG_REQUIRE(a->overfit_single_batch == 0 || a->overfit_single_batch == 1, "-a", "0 or 1");
     ARG_REQUIRE(a->grad_clip >= 0.0f, "-gc", "a norm >= 0");
     ARG_REQUIRE(a->collective_timeout_s > 0.0f, "-wt", "seconds > 0");
+    ARG_REQUIRE(a->gns_beta == -1.0f || (a->gns_beta >= 0.0f && a->gns_beta < 1.0f), "-gb", "an EMA beta in [0, 1), or -1 (meter off)");
     ARG_REQUIRE(a->zero_stage >= -1 && a->zero_stage <= 3, "-z", "a ZeRO stage 0..3 (or -1)");
 #undef ARG_REQUIRE
 }

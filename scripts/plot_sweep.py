@@ -23,6 +23,11 @@ predicted S (it equals (S - S_min - E_min/B) / S), so each run counts by its rel
 whatever its step count. B_crit = E_min / S_min (tokens): below it, doubling the batch nearly
 halves the steps; above it, it mostly costs tokens.
 
+The meter's reading beside it: each run logs the simple noise scale B_simple (common/gns.h); the
+paper's prediction is B_crit(L) ~ B_simple(L) at the same loss L. So per run we read B_simple at
+the train record nearest to the step where that run reaches the target loss (b_simple_at_target),
+and print their median next to the fitted B_crit.
+
 Outputs in OUTDIR (default SWEEP_DIR): loss_vs_tokens.png, loss_vs_steps.png, b_simple.png,
 frontier.png, and sweep_summary.json (table, target, fit). Prints the table and the fit.
 Fewer than two runs reaching the target (or a fit without positive S_min, E_min) skips the fit,
@@ -104,6 +109,15 @@ def steps_to_target(steps, loss, target):
     return float(s0 + (s1 - s0) * (l0 - target) / (l0 - l1))
 
 
+def value_near_step(steps, values, step):
+    """The finite value logged at the step nearest to `step` (a train record), or None."""
+    ok = np.isfinite(values)
+    if not ok.any():
+        return None
+    s, v = steps[ok], values[ok]
+    return float(v[np.argmin(np.abs(s - step))])
+
+
 def fit_frontier(S, E):
     """
     Least-squares S_min, E_min of eq. 2.11 from steps S and tokens E of runs at different batch
@@ -152,6 +166,7 @@ def main():
         r["E"] = r["S"] * r["batch_tokens"] if r["S"] is not None else None
         finite_b = r["b_simple"][np.isfinite(r["b_simple"])]
         r["b_simple_last"] = float(finite_b[-1]) if len(finite_b) else None
+        r["b_simple_at_target"] = value_near_step(r["train_steps"], r["b_simple"], r["S"]) if r["S"] is not None else None
 
     reached = [r for r in runs if r["S"] is not None and r["S"] > 0]
     fit, fit_note = None, ""
@@ -167,15 +182,23 @@ def main():
     summary = {"target_loss": target, "target_how": target_how, "runs": [
         {"name": r["name"], "batch_tokens": r["batch_tokens"], "loss_source": r["source"],
          "steps_to_target": r["S"], "tokens_to_target": r["E"], "final_loss": float(r["loss"][-1]),
-         "b_simple_last": r["b_simple_last"]} for r in runs]}
+         "b_simple_last": r["b_simple_last"], "b_simple_at_target": r["b_simple_at_target"]} for r in runs]}
+    at_target = [r["b_simple_at_target"] for r in runs if r["b_simple_at_target"] is not None]
+    b_simple_median = float(np.median(at_target)) if at_target else None
+    summary["b_simple_at_target_median"] = b_simple_median
+    if b_simple_median is not None:
+        print(f"B_simple (meter) where the runs reach the target: median {b_simple_median:.6g} tokens over {len(at_target)} run(s)")
+    else:
+        print("B_simple (meter): no run logged a finite b_simple where it reaches the target")
     if fit is not None:
         s_min, e_min, rms = fit
         summary.update({"S_min": s_min, "E_min": e_min, "B_crit": e_min / s_min, "fit_rms_relative": rms,
                         "fit_runs": len(reached)})
         exact = " (2 runs: exact, no residual to judge the fit by)" if len(reached) == 2 else ""
+        ratio = f" (B_crit / B_simple = {e_min / s_min / b_simple_median:.3g})" if b_simple_median else ""
         print(f"fit (McCandlish eq. 2.11) over {len(reached)} runs: S_min = {s_min:.4g} steps, "
               f"E_min = {e_min:.4g} tokens, rms relative miss {rms:.3g}{exact}")
-        print(f"B_crit = E_min / S_min = {e_min / s_min:.6g} tokens")
+        print(f"B_crit = E_min / S_min = {e_min / s_min:.6g} tokens{ratio}")
     else:
         summary["fit_skipped"] = fit_note
         print(fit_note)
@@ -188,13 +211,15 @@ def main():
 
 def print_table(runs, target, target_how):
     print(f"target loss {target:.4f} ({target_how})")
-    header = f"{'batch_tokens':>12} {'steps_to_target':>15} {'tokens_to_target':>16} {'final_loss':>10} {'b_simple_last':>13}  run (loss from)"
+    header = (f"{'batch_tokens':>12} {'steps_to_target':>15} {'tokens_to_target':>16} {'final_loss':>10} "
+              f"{'b_simple_at_target':>18} {'b_simple_last':>13}  run (loss from)")
     print(header)
     for r in runs:
         s = f"{r['S']:.1f}" if r["S"] is not None else "-"
         e = f"{r['E']:.4g}" if r["E"] is not None else "-"
         b = f"{r['b_simple_last']:.4g}" if r["b_simple_last"] is not None else "-"
-        print(f"{r['batch_tokens']:>12} {s:>15} {e:>16} {r['loss'][-1]:>10.4f} {b:>13}  {r['name']} ({r['source']})")
+        bt = f"{r['b_simple_at_target']:.4g}" if r["b_simple_at_target"] is not None else "-"
+        print(f"{r['batch_tokens']:>12} {s:>15} {e:>16} {r['loss'][-1]:>10.4f} {bt:>18} {b:>13}  {r['name']} ({r['source']})")
 
 
 def draw_plots(runs, target, fit, fit_note, out_dir):
@@ -230,8 +255,12 @@ def draw_plots(runs, target, fit, fit_note, out_dir):
             any_b = True
             ax.plot(r["train_steps"][ok] * r["batch_tokens"], r["b_simple"][ok], color=c, lw=1.0,
                     label=f"B_simple, run at {r['batch_tokens']} tokens")
+            if r["b_simple_at_target"] is not None:  # where this run reaches the target loss
+                ax.plot(r["E"], r["b_simple_at_target"], "o", color=c, ms=6)
     if fit is not None:
         ax.axhline(fit[1] / fit[0], color="red", ls="--", lw=1.0, label=f"B_crit from the frontier fit {fit[1] / fit[0]:.4g}")
+    if any(r["b_simple_at_target"] is not None for r in runs):
+        ax.plot([], [], "o", color="gray", ms=6, label="B_simple where the run reaches the target loss")
     if any_b:
         ax.set_yscale("log")
         ax.legend(fontsize=8)
