@@ -510,7 +510,8 @@ static void gpt2_save_checkpoint(GPT2* model, const char* dir, int step, const D
  * this run) into the engine's AdamW slices and the train loader. The parameters came from the
  * model file (gpt2_build). An error on any rank stops every rank, with that rank's error line.
  */
-static void gpt2_load_training_state(GPT2* model, const char* dir, int step, DataLoader* train_loader) {
+static void gpt2_load_training_state(GPT2* model, const char* dir, int step, DataLoader* train_loader,
+                                     int seed, long long batch_tokens) {
     ZeroEngine* z = &model->zero;
     int N = z->world_size;
     char path[4300], err[9000] = "";
@@ -557,6 +558,10 @@ static void gpt2_load_training_state(GPT2* model, const char* dir, int step, Dat
         exit(1);
     }
     zero_set_optimizer_shard(z, m, v);
+    if (z->rank == 0 && (header[ZS_BATCH_TOKENS] != batch_tokens || header[ZS_SEED] != seed))
+        printf("warning: resuming with a batch of %lld tokens and seed %d, but the checkpoint was written with %lld and %lld: "
+               "training continues, not on the same trajectory\n", batch_tokens, seed,
+               (long long)header[ZS_BATCH_TOKENS], (long long)header[ZS_SEED]);
     DataLoaderState data = {(long)header[ZS_DATA_SHARD], (long)header[ZS_DATA_POSITION]};
     dataloader_set_state(train_loader, data);
     free(m);
@@ -612,7 +617,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     int B = model->B, T = model->T, world_size = z->world_size;
     size_t psi = model->layout.padded_numel;
     int threads = omp_get_max_threads();
-    char gns_b_small[32], gns_b_big[32], gns_beta[32];
+    char gns_b_small[32], gns_b_big[32], gns_beta[32], init_text[8192];
     printf("GPT-2 CPU trainer | ZeRO stage %d | world size %d | threads per rank %d\n", ZERO_STAGE, world_size, threads);
     // Ranks on one machine share its cores: more threads than cores in total slows every rank.
     const char* local_size = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -645,7 +650,8 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
                   "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\","
                   "\"gns_b_small\":%s,\"gns_b_big\":%s,\"gns_beta\":%s",
-                  args->init, cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
+                  json_escape(init_text, sizeof(init_text), args->init), cfg->num_layers, cfg->channels, cfg->num_heads,
+                  cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
                   max_steps, args->learning_rate, start_step, psi,
                   z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working,
@@ -678,7 +684,13 @@ int main(int argc, char** argv) {
     int B = args.B, T = args.T;
 
     // Batch: each micro-step every rank processes B*T tokens; accumulate up to -d tokens.
-    int tokens_per_micro_step = B * T * world_size;
+    long long tokens_per_micro_step_64 = (long long)B * T * world_size;
+    if (tokens_per_micro_step_64 > INT_MAX / 2) {
+        fprintf(stderr, "error: -b %d -t %d: B*T*ranks = %lld tokens per micro-step; expected at most %d\n",
+                B, T, tokens_per_micro_step_64, INT_MAX / 2);
+        return 1;
+    }
+    int tokens_per_micro_step = (int)tokens_per_micro_step_64;
     int total_batch_tokens = args.total_batch_tokens == -1 ? tokens_per_micro_step : args.total_batch_tokens;
     if (total_batch_tokens % tokens_per_micro_step != 0) {
         fprintf(stderr, "error: -d %d: not a multiple of B*T*ranks = %d*%d*%d = %d; expected a multiple of %d\n",
@@ -692,6 +704,13 @@ int main(int argc, char** argv) {
     char resume_model[4300] = "";
     if (args.output_dir && rank == 0) output_dir_prepare(args.output_dir);
     zero_ranks_barrier(world_size); // the dir exists before any rank looks into it
+    if (!args.resume && args.output_dir && output_dir_has_run(args.output_dir)) {
+        if (rank == 0)
+            fprintf(stderr, "error: -o %s: holds a previous run (log.jsonl or model_*.bin); expected a new or empty directory, or -y 1 to resume it\n",
+                    args.output_dir);
+        zero_ranks_stop();
+        return 1;
+    }
     if (args.resume) {
         int latest = checkpoint_latest_step(args.output_dir);
         if (latest > 0) {
@@ -710,22 +729,31 @@ int main(int argc, char** argv) {
     GPT2 model;
     gpt2_build(&model, start_step > 0 ? resume_model : args.init, B, T, (uint64_t)args.seed, rank, world_size);
     model.zero.timeout_s = args.collective_timeout_s;
-    if (start_step > 0) gpt2_load_training_state(&model, args.output_dir, start_step, &train_loader);
+    if (start_step > 0) gpt2_load_training_state(&model, args.output_dir, start_step, &train_loader, args.seed, total_batch_tokens);
     int max_steps = args.max_steps;
     if (max_steps == -1) max_steps = (int)(train_loader.num_tokens_total / (size_t)total_batch_tokens);
     if (max_steps < 1 && args.max_steps == -1) max_steps = 1;
+    if (max_steps < start_step) {
+        if (rank == 0) fprintf(stderr, "error: -x %d: the checkpoint being resumed is at step %d; expected -x >= %d\n", max_steps, start_step, start_step);
+        zero_ranks_stop();
+        return 1;
+    }
+    if (args.sample_every > 0 && args.gen_tokens >= model.config.max_seq_len) {
+        if (rank == 0) fprintf(stderr, "error: -g %d: longer than the model's context; expected -g < %d\n", args.gen_tokens, model.config.max_seq_len);
+        zero_ranks_stop();
+        return 1;
+    }
+    dataloader_set_vocab_size(&train_loader, model.config.vocab_size);
+    if (do_val) dataloader_set_vocab_size(&val_loader, model.config.vocab_size);
 
-    Tokenizer tokenizer;
-    tokenizer_init(&tokenizer, tokenizer_path_beside(args.train_pattern));
+    Tokenizer tokenizer = {0}; // only read when samples are printed
+    if (args.sample_every > 0) tokenizer_init(&tokenizer, tokenizer_path_beside(args.train_pattern));
 
     Logger logger;
     logger_init(&logger, rank == 0 ? args.output_dir : NULL, start_step > 0);
 
     LRSchedule schedule = {LR_COSINE, args.learning_rate, args.warmup_steps, max_steps, args.final_lr_fraction};
-    if (lr_kind_from_name(args.lr_schedule, &schedule.kind) != 0) {
-        fprintf(stderr, "error: -k %s: unknown schedule; expected cosine, linear or constant\n", args.lr_schedule);
-        return 1;
-    }
+    lr_kind_from_name(args.lr_schedule, &schedule.kind); // checked in train_args_validate
     AdamWConfig opt = {0.9f, 0.95f, 1e-8f, args.weight_decay, args.grad_clip};
 
     ZeroEngine* z = &model.zero;
@@ -744,7 +772,9 @@ int main(int argc, char** argv) {
         if (do_val && (step % args.val_every == 0 || last_step)) {
             last_val_loss = gpt2_val_loss(&model, &val_loader, args.val_max_steps);
             if (rank == 0) printf("step %5d/%d | val loss %.6f\n", step, max_steps, last_val_loss);
-            logger_record(&logger, "val", "\"step\":%d,\"loss\":%.6f,\"tokens\":%lld", step, last_val_loss, tokens_seen);
+            char val_text[32];
+            logger_record(&logger, "val", "\"step\":%d,\"loss\":%s,\"tokens\":%lld", step,
+                          json_number(val_text, sizeof(val_text), last_val_loss), tokens_seen);
         }
         if (args.sample_every > 0 && (step % args.sample_every == 0 || last_step) && (step > 0 || last_step)) {
             gpt2_sample(&model, &tokenizer, args.gen_tokens, (uint64_t)args.seed + (uint64_t)step, rank == 0);
@@ -782,7 +812,7 @@ int main(int argc, char** argv) {
         double mean_step = timed_steps > 0 ? train_seconds / timed_steps : seconds;
         char eta[32];
         format_eta(eta, sizeof(eta), mean_step * (max_steps - step - 1));
-        char gns_text[32], small_sq[32], big_sq[32], g2[32], trace[32], b_simple[32];
+        char gns_text[32], small_sq[32], big_sq[32], g2[32], trace[32], b_simple[32], loss_text[32], norm_text[32];
         if (rank == 0) {
             printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | gns %s | %.1f ms | comm wait %.1f ms | sent %lld | %.0f tok/s | eta %s\n",
                    step + 1, max_steps, train_loss, lr, grad_norm, noise_scale_text(&gns, gns_text, sizeof(gns_text)),
@@ -791,22 +821,33 @@ int main(int argc, char** argv) {
         }
         // gns_small_sq, gns_big_sq: this step's |G_small|^2, |G_big|^2; gns_g2, gns_trace: the
         // smoothed |G|^2 and tr(Σ) estimates whose ratio is b_simple (tokens); null when off.
-        logger_record(&logger, "train", "\"step\":%d,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6f,\"ms\":%.3f,"
+        logger_record(&logger, "train", "\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.3f,"
                       "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,\"sent_elements\":%lld,"
                       "\"gns_small_sq\":%s,\"gns_big_sq\":%s,\"gns_g2\":%s,\"gns_trace\":%s,\"b_simple\":%s",
-                      step + 1, train_loss, lr, grad_norm, seconds * 1000.0, tokens_per_s, tokens_seen, total_batch_tokens,
+                      step + 1, json_number(loss_text, sizeof(loss_text), train_loss), lr,
+                      json_number(norm_text, sizeof(norm_text), grad_norm), seconds * 1000.0, tokens_per_s, tokens_seen, total_batch_tokens,
                       comm_wait_ms, sent, json_number_digits(small_sq, sizeof(small_sq), gns.g_small_sq, 9),
                       json_number_digits(big_sq, sizeof(big_sq), gns.g_big_sq, 9),
                       json_number(g2, sizeof(g2), gns.on ? gns.meter.g2_smooth : NAN),
                       json_number(trace, sizeof(trace), gns.on ? gns.meter.trace_smooth : NAN),
                       json_number(b_simple, sizeof(b_simple), gns.on ? gns.meter.b_simple : NAN));
+        if (!isfinite(train_loss) || !isfinite(grad_norm)) {
+            // Every rank sees the same (all-reduced) values, so every rank stops here.
+            if (rank == 0)
+                fprintf(stderr, "error: step %d: loss %f, grad norm %f; expected finite values (lower -l, check the data; the last checkpoint is kept)\n",
+                        step + 1, train_loss, grad_norm);
+            zero_ranks_stop();
+            return 1;
+        }
     }
     if (rank == 0) {
+        printf("done: %d steps", max_steps - start_step);
         if (timed_steps > 0)
-            printf("done: mean step %.1f ms (comm wait %.1f ms), %.0f tok/s over %d steps, peak memory %.1f MiB%s",
-                   1000.0 * train_seconds / timed_steps, 1000.0 * train_comm_wait_s / timed_steps,
-                   (double)total_batch_tokens * timed_steps / train_seconds, timed_steps, peak_rss_mib(), do_val ? "" : "\n");
-        if (do_val) printf(", final val loss %.6f\n", last_val_loss);
+            printf(", mean step %.1f ms (comm wait %.1f ms), %.0f tok/s over the last %d", 1000.0 * train_seconds / timed_steps,
+                   1000.0 * train_comm_wait_s / timed_steps, (double)total_batch_tokens * timed_steps / train_seconds, timed_steps);
+        printf(", peak memory %.1f MiB", peak_rss_mib());
+        if (do_val) printf(", final val loss %.6f", last_val_loss);
+        printf("\n");
     }
 
     logger_close(&logger);

@@ -9,11 +9,13 @@
 #ifndef COMMON_ARGS_H
 #define COMMON_ARGS_H
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/schedule.h"
 
 typedef struct {
     const char* train_pattern; // -i
@@ -151,12 +153,17 @@ static void train_args_parse(TrainArgs* a, int argc, char** argv) {
             *(int*)field = (int)v;
         } else if (spec->type == ARG_FLOAT) {
             float v = strtof(value, &end);
-            if (errno || end == value || *end != '\0') {
-                fprintf(stderr, "error: %s: '%s' is not a number; expected a number\n", spec->flag, value);
+            if (errno || end == value || *end != '\0' || !isfinite(v)) {
+                fprintf(stderr, "error: %s: '%s' is not a finite float number; expected a number like 3e-4\n", spec->flag, value);
                 exit(1);
             }
             *(float*)field = v;
         } else {
+            // "-o -v" is almost surely a forgotten value, not a path named "-v".
+            if (value[0] == '\0' || (value[0] == '-' && value[1] != '\0')) {
+                fprintf(stderr, "error: %s: '%s' is empty or looks like a flag; expected a value after %s\n", spec->flag, value, spec->flag);
+                exit(1);
+            }
             *(const char**)field = value;
         }
     }
@@ -185,6 +192,16 @@ static void train_args_validate(const TrainArgs* a) {
     ARG_REQUIRE(a->collective_timeout_s > 0.0f, "-wt", "seconds > 0");
     ARG_REQUIRE(a->gns_beta == -1.0f || (a->gns_beta >= 0.0f && a->gns_beta < 1.0f), "-gb", "an EMA beta in [0, 1), or -1 (meter off)");
     ARG_REQUIRE(a->zero_stage >= -1 && a->zero_stage <= 3, "-z", "a ZeRO stage 0..3 (or -1)");
+    ARG_REQUIRE(a->gen_tokens <= 1048576, "-g", "tokens per sample <= 1048576 (and below the model's max sequence length)");
+    LRKind kind;
+    if (lr_kind_from_name(a->lr_schedule, &kind) != 0) {
+        fprintf(stderr, "error: -k %s: unknown schedule; expected cosine, linear or constant\n", a->lr_schedule);
+        exit(1);
+    }
+    if (a->checkpoint_every > 0 && a->output_dir == NULL) {
+        fprintf(stderr, "error: -n %d: checkpoints need a directory; expected -o <dir> as well\n", a->checkpoint_every);
+        exit(1);
+    }
 #undef ARG_REQUIRE
 }
 

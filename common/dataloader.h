@@ -64,7 +64,12 @@ typedef struct {
     int* inputs;                       // B*T
     int* targets;                      // B*T
     size_t num_tokens_total;           // sum of the token counts of all shards
+    int vocab_size;                    // token ids must be < this (0: unchecked); see dataloader_set_vocab_size
 } DataLoader;
+
+// Token ids index the embedding table: an id >= V would read past the model's vocabulary.
+// Every batch is checked against V once the model (and so V) is known.
+static void dataloader_set_vocab_size(DataLoader* loader, int vocab_size) { loader->vocab_size = vocab_size; }
 
 // Where the loader is in the data: the next global batch starts at token `position` of shard
 // `shard_index` (index into the sorted list of matched files).
@@ -254,6 +259,14 @@ static void dataloader_next_batch(DataLoader* loader) {
             slice_tokens + 1) {
         dataloader_fail(filename, "read failed in the middle of the file",
                         "a shard that stays readable during a run");
+    }
+    if (loader->vocab_size > 0) {
+        for (size_t i = 0; i <= slice_tokens; i++) {
+            if (loader->read_buffer[i] >= loader->vocab_size) {
+                dataloader_fail(filename, "token id out of range", "token ids < the model's vocab size %d; token %zu of the file is %u",
+                                loader->vocab_size, (size_t)slice_start + i, (unsigned)loader->read_buffer[i]);
+            }
+        }
     }
     for (size_t i = 0; i < slice_tokens; i++) {
         loader->inputs[i] = (int)loader->read_buffer[i];

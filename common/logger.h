@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <stdlib.h>
+#include <glob.h>
 #include <sys/stat.h>
 
 typedef struct { FILE* f; } Logger;
@@ -41,6 +42,33 @@ static void output_dir_prepare(const char* dir) {
         fprintf(stderr, "error: -o %s: exists and is not a directory; expected a directory\n", dir);
         exit(1);
     }
+}
+
+// Whether dir already holds a run (its log or a model checkpoint): starting a new run there
+// would overwrite the log and mix checkpoints, so the trainer asks for -y 1 or a new dir.
+static int output_dir_has_run(const char* dir) {
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/log.jsonl", dir);
+    struct stat st;
+    if (stat(path, &st) == 0) return 1;
+    snprintf(path, sizeof(path), "%s/model_*.bin", dir);
+    glob_t g;
+    int found = glob(path, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+    globfree(&g);
+    return found;
+}
+
+// Copy s into buf as the inside of a JSON string (quotes, backslashes and control bytes escaped).
+static const char* json_escape(char* buf, size_t cap, const char* s) {
+    size_t j = 0;
+    for (; *s && j + 7 < cap; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { buf[j++] = '\\'; buf[j++] = (char)c; }
+        else if (c < 0x20) j += (size_t)snprintf(buf + j, cap - j, "\\u%04x", c);
+        else buf[j++] = (char)c;
+    }
+    buf[j] = '\0';
+    return buf;
 }
 
 static void logger_init(Logger* lg, const char* dir, int append) {

@@ -17,4 +17,4 @@ fi
 make -s train_gpt2
 steps=${STEPS:-200}
 ./train_gpt2 -e d4 -b 8 -t 128 -x "$steps" -l 1e-3 -u 20 -q 0.1 -c 0.1 -v 50 -m 10 -s "$steps" -g 64 \
-    -o "${OUT:-out/tinyshakespeare_d4}" "$@"
+    -o "${OUT:-out/tinyshakespeare_d4_$(date +%Y%m%d_%H%M%S)}" "$@"

@@ -19,7 +19,12 @@ run() { ./train_gpt2 -i "$TRAIN" -j "$VAL" -e d1 -b 2 -t 16 -x 1 -v 0 -s 0 "$@";
 check "help_lists_every_flag_with_default" bash -c "./train_gpt2 -h | grep -q -- '-gc .*default 1' && ./train_gpt2 -h | grep -q -- '-d .*default -1'"
 check_fails "unknown_flag" "error: -Q: unknown flag" run -Q 1
 check_fails "malformed_int_value" "error: -b: 'abc' is not an integer" run -b abc
-check_fails "malformed_float_value" "error: -l: '1e-3x' is not a number" run -l 1e-3x
+check_fails "malformed_float_value" "error: -l: '1e-3x' is not a finite float number" run -l 1e-3x
+check_fails "infinite_float_value" "error: -l: 'inf' is not a finite float number" run -l inf
+check_fails "batch_times_length_overflow" "error: -b 65536 -t 65536: B\*T\*ranks = 4294967296" run -b 65536 -t 65536
+check_fails "checkpoints_without_output_dir" "error: -n 1: checkpoints need a directory" run -n 1
+check_fails "path_value_looks_like_flag" "error: -o: '-v' is empty or looks like a flag" run -o -v
+check_fails "sample_longer_than_context" "error: -g 2000: longer than the model's context" run -s 1 -g 2000
 check_fails "missing_flag_value" "error: -x: missing value" ./train_gpt2 -x
 check_fails "negative_batch" "error: -b: invalid value" run -b 0
 check_fails "unknown_depth_descriptor" "error: -e d5: unknown depth descriptor" run -e d5
@@ -36,6 +41,9 @@ check_fails "model_file_size_mismatch" "error: $tmp/truncated.bin: file is 2000 
 python3 -c "import sys; d=bytearray(open('dev/reference/gpt2_ref_model.bin','rb').read()); d[0]^=1; open(sys.argv[1],'wb').write(d)" "$tmp/badmagic.bin"
 check_fails "model_file_wrong_magic" "error: $tmp/badmagic.bin: bad magic" run -e "$tmp/badmagic.bin"
 check_fails "missing_model_file" "error: $tmp/nope.bin: cannot open model file" run -e "$tmp/nope.bin"
+python3 -c "import struct,sys; n=5000; open(sys.argv[1],'wb').write(struct.pack('<256i',20240520,1,n,*([0]*253))+struct.pack('<%dH'%n,*([65535]*n)))" "$tmp/bigid.bin"
+check_fails "token_id_beyond_vocab" "error: $tmp/bigid.bin: token id out of range; expected token ids < the model's vocab size 50257" run -i "$tmp/bigid.bin"
+check_fails "diverged_run_stops_with_error" "error: step 2: loss" run -x 5 -l 1e30
 touch "$tmp/afile"
 check_fails "unwritable_output_dir" "error: -o $tmp/afile/out" run -o "$tmp/afile/out"
 
@@ -56,3 +64,6 @@ PY
 check "short_run_prints_sample" grep -q '^sample:' "$tmp/run.txt"
 check "short_run_checkpoint_written" test -f "$tmp/run/model_00000030.bin"
 check "checkpoint_loads_and_trains" run -e "$tmp/run/model_00000030.bin" -b 4 -t 32 -x 2
+check_fails "output_dir_with_previous_run" "error: -o $tmp/run: holds a previous run" run -o "$tmp/run"
+check_fails "resume_past_max_steps" "error: -x 10: the checkpoint being resumed is at step 30" run -o "$tmp/run" -y 1 -b 4 -t 32 -x 10
+check "log_is_valid_json_after_divergence" bash -c "./train_gpt2 -i $TRAIN -e d1 -b 2 -t 16 -x 3 -v 0 -s 0 -l 1e30 -o $tmp/nan; python3 -c \"import json,sys; [json.loads(l) for l in open(sys.argv[1])]\" $tmp/nan/log.jsonl"
