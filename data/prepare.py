@@ -18,6 +18,8 @@ Example:  python3 data/prepare.py corpus/*.jsonl --bpe-dir ../shared/data/gpt2 \
 Existing outputs are kept unless --force (which first deletes the old <prefix>_*_NNNNNN.bin).
 """
 import glob
+import shutil
+import tempfile
 import json
 import multiprocessing
 import os
@@ -124,6 +126,7 @@ class ShardWriter:
         self.shard_index = 0
         self.total_tokens = 0
         self.written = []  # paths of the shards written so far
+        self.counts = []   # their token counts
 
     def add(self, tokens):
         self.total_tokens += len(tokens)
@@ -140,7 +143,7 @@ class ShardWriter:
         path = os.path.join(self.out_dir, f"{self.prefix}_{split}_{self.shard_index:06d}.bin")
         common.write_shard(path, self.buffer[:self.filled])
         self.written.append(path)
-        print(f"wrote {self.filled} tokens to {path}")
+        self.counts.append(self.filled)
         self.shard_index += 1
         self.filled = 0
 
@@ -170,11 +173,12 @@ def main():
                    f"1..{common.MAX_SHARD_TOKENS} tokens (the header stores an int32 count)")
     if args.workers < 1:
         common.die(f"--workers {args.workers}", "out of range", "at least 1")
-    if not args.prefix or os.sep in args.prefix:
-        common.die(f"--prefix {args.prefix}", "empty or contains a path separator",
+    if not args.prefix or os.sep in args.prefix or any(c in args.prefix for c in "*?[]"):
+        common.die(f"--prefix {args.prefix}", "empty, or contains a path separator or a glob character",
                    "a plain file name prefix")
-    existing = sorted(glob.glob(os.path.join(args.out_dir, f"{args.prefix}_val_[0-9]*.bin")) +
-                      glob.glob(os.path.join(args.out_dir, f"{args.prefix}_train_[0-9]*.bin")))
+    prefix_glob = glob.escape(args.prefix)
+    existing = sorted(glob.glob(os.path.join(glob.escape(args.out_dir), f"{prefix_glob}_val_[0-9]*.bin")) +
+                      glob.glob(os.path.join(glob.escape(args.out_dir), f"{prefix_glob}_train_[0-9]*.bin")))
     if existing and not args.force:
         print(f"{args.out_dir}: {len(existing)} {args.prefix}_* shards already exist, skipping "
               "(use --force to redo)")
@@ -184,11 +188,12 @@ def main():
     files = list_input_files(args.inputs)
     common.prepare_out_dir(args.out_dir)
     enc = common.load_gpt2_encoding(args.bpe_dir)
-    for path in existing:  # --force: stale shards would otherwise mix into a glob pattern
-        os.remove(path)
 
+    # New shards go to a staging dir first: the old ones (--force) are replaced only once the
+    # new set is complete, so a failure half-way never loses the data that was there.
+    staging = tempfile.mkdtemp(prefix=f".{args.prefix}_staging_", dir=args.out_dir)
     from tqdm import tqdm
-    writer = ShardWriter(args.out_dir, args.prefix, args.shard_size)
+    writer = ShardWriter(staging, args.prefix, args.shard_size)
     total_bytes = sum(os.path.getsize(p) for p in files)
     progress = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="tokenizing",
                     disable=None)  # None: only on a terminal, so stderr stays clean in logs
@@ -210,10 +215,16 @@ def main():
             f"the inputs give only {writer.total_tokens} tokens, all in the val shard",
             "a shard size below the token count, so that at least one train shard exists")
     if error is not None:
-        for path in writer.written:  # partial outputs would make the next run skip as done
-            os.remove(path)
+        shutil.rmtree(staging, ignore_errors=True)  # the old shards, if any, stay untouched
         common.die(error.subject, error.what, error.expected)
     writer.close()
+    for path in existing:  # --force: stale shards would otherwise mix into a glob pattern
+        os.remove(path)
+    for path, count in zip(writer.written, writer.counts):
+        final = os.path.join(args.out_dir, os.path.basename(path))
+        os.replace(path, final)
+        print(f"wrote {count} tokens to {final}")
+    shutil.rmtree(staging, ignore_errors=True)
     common.write_tokenizer(os.path.join(args.out_dir, TOKENIZER_NAME), enc)
     print(f"{writer.total_tokens} tokens in {writer.shard_index} shards "
           f"(1 val, {writer.shard_index - 1} train) in {args.out_dir}")

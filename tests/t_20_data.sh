@@ -159,12 +159,20 @@ check_error_line prepare_shard_size_out_of_range "--shard-size 0: out of range" 
     $PREP "$TEXT" --bpe-dir "$BPE" --out-dir "$tmp/p8" --shard-size 0
 check_error_line prepare_no_train_shard "the inputs give only .* tokens, all in the val shard" \
     $PREP "$TEXT" --bpe-dir "$BPE" --out-dir "$tmp/p9" --shard-size 400000
-# The bad line comes after the text has filled (and written) 3 shards: they must be removed,
-# or the next run would skip the half-made output as done.
+# The bad line comes after the text has filled 3 shards (in a staging dir): nothing may be left
+# behind, or the next run would skip the half-made output as done.
 check_error_line prepare_error_after_shards_written "bad_json.jsonl:2: not valid JSON" \
     $PREP "$TEXT" "$tmp/bad_json.jsonl" --bpe-dir "$BPE" --out-dir "$tmp/p10" --shard-size 100000
-check "prepare_error_removes_shards_already_written" \
-    bash -c "grep -q 'wrote 100000 tokens' '$tmp/out' && ! ls '$tmp'/p10/*.bin 2>/dev/null | grep -q ."
+check "prepare_error_leaves_no_shards_or_staging" \
+    bash -c "! ls -A '$tmp'/p10 2>/dev/null | grep -q -E '\\.bin$|staging'"
+# --force with a bad input must keep the shards that were there: they are replaced only at the end.
+$PREP "$TEXT" --bpe-dir "$BPE" --out-dir "$tmp/p11" --shard-size 100000 >/dev/null 2>&1
+before=$(cd "$tmp/p11" && sha256sum *.bin)
+check_error_line prepare_force_with_bad_input_fails "bad_json.jsonl:2: not valid JSON" \
+    $PREP "$TEXT" "$tmp/bad_json.jsonl" --bpe-dir "$BPE" --out-dir "$tmp/p11" --shard-size 100000 --force
+check "prepare_force_failure_keeps_old_shards" bash -c "[ \"\$(cd '$tmp/p11' && sha256sum *.bin)\" = '$before' ] && ! ls -A '$tmp/p11' | grep -q staging"
+check_error_line prepare_prefix_with_glob_character "--prefix x\\*: empty, or contains" \
+    $PREP "$TEXT" --bpe-dir "$BPE" --out-dir "$tmp/p12" --prefix 'x*'
 
 # ---------------------------------------------------------------------------------------------
 # 4. real runs, offline
