@@ -59,16 +59,16 @@ int main(int argc, char** argv) {
     reference_state_load(&ref, state_path);
     int B = ref.B, T = ref.T, V = ref.V, Vp = ref.Vp;
 
-    Ranks ranks;
-    ranks_start(&ranks, &argc, &argv);
-    if (ranks.world_size != 1) {
+    int rank = 0, world_size = 1;
+    zero_ranks_start(&argc, &argv, &rank, &world_size);
+    if (world_size != 1) {
         fprintf(stderr, "error: test_gpt2cu runs as one rank; expected no mpirun\n");
         return 1;
     }
     printf("test_gpt2cu: ZeRO stage %d, reference B=%d T=%d V=%d L=%d C=%d\n", ZERO_STAGE, B, T, V, ref.L, ref.C);
     matmul_init();
     GPT2 model;
-    gpt2_build(&model, model_path, B, T, 0, &ranks);
+    gpt2_build(&model, model_path, B, T, 0, rank, world_size);
     const ParamLayout* layout = &model.layout;
     if (layout->num_parameters != ref.num_parameters) {
         printf("FAIL parameter_count: model %zu, reference %zu\n", layout->num_parameters, ref.num_parameters);
@@ -96,11 +96,10 @@ int main(int argc, char** argv) {
     report("forward_loss_matches_pytorch_bf16", loss_err < 2e-2, "abs err %.3g, tolerance %.1g", loss_err, 2e-2);
 
     // Backward: every tensor's gradient, in llm.c order via the tensor table.
-    zero_gpu_grads_zero(&model.zero);
+    zero_step_begin(&model.zero, 1);
     gpt2_forward(&model, ref.inputs, ref.targets, B, T, 1.0f / (float)(B * T), 1.0f);
     gpt2_backward(&model, B, T, 1);
-    gpt2_take_loss(&model);
-    CUDA_CHECK(cudaDeviceSynchronize()); // stages 2-3 add the gradients on the comm stream
+    gpt2_take_loss(&model); // waits for the comm stream too: stages 2-3 add the gradients there
     read_bf16(host, model.zero.grads, psi);
     double worst_l2 = 0.0, worst_max = 0.0;
     const char *worst_l2_name = "", *worst_max_name = "";
@@ -125,10 +124,10 @@ int main(int argc, char** argv) {
     AdamWConfig opt = {ref.beta1, ref.beta2, ref.eps, ref.weight_decay, ref.grad_clip};
     double step_loss_err = 0.0, step_norm_err = 0.0;
     for (int step = 0; step < ref.num_steps; step++) {
-        zero_gpu_grads_zero(&model.zero);
+        zero_step_begin(&model.zero, step + 1);
         gpt2_forward(&model, ref.inputs, ref.targets, B, T, 1.0f / (float)(B * T), 1.0f);
         gpt2_backward(&model, B, T, 1);
-        float norm = zero_gpu_optimizer_step(&model.zero, &opt, ref.lr, step + 1);
+        float norm = zero_optimizer_step(&model.zero, &opt, ref.lr, step + 1);
         float step_loss = gpt2_take_loss(&model);
         double le = fabs(step_loss - ref.step_losses[step]);
         double ne = fabs(norm - ref.step_grad_norms[step]) / ref.step_grad_norms[step];
@@ -148,6 +147,7 @@ int main(int argc, char** argv) {
     // catches NaN, a wrong lr or decay). The mean error is the meaningful check: most gradients
     // sit far above the noise, so the mean stays ~1% of the lr * steps = 1e-2 total motion;
     // 1e-3 (10%) allowed.
+    zero_device_synchronize(&model.zero, "final parameters");
     CUDA_CHECK(cudaMemcpy(host, model.zero.master, psi * sizeof(float), cudaMemcpyDeviceToHost));
     double param_max = 0.0, param_sum = 0.0;
     size_t param_count = 0;
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
     gpt2_free(&model);
     matmul_destroy();
     reference_state_free(&ref);
-    ranks_stop(&ranks);
+    zero_ranks_stop();
     printf("%d failed\n", failures);
     return failures == 0 ? 0 : 1;
 }

@@ -11,12 +11,13 @@
  * creates the NCCL unique id and broadcasts it over MPI, each rank takes the GPU of its local
  * rank, and NCCL carries all gradient and parameter traffic on a dedicated stream.
  *
- * ZeRO (compile-time ZERO_STAGE, DESIGN.md "Stages"): the GPU side of the engine is the
- * ZeroGPU section below. It follows zero.cuh's interface (params_unit / params_unit_done /
- * grads_unit / grads_unit_ready / optimizer_step over the unit-ordered flat buffer of
- * common/gpt2_config.h) and issues one collective per unit on the comm stream as soon as an
- * event says backward has finished that unit. zero.cuh is included for its shared constants
- * (ZERO_ALIGN, AdamWConfig); its CPU engine functions are not used here.
+ * ZeRO (compile-time ZERO_STAGE, DESIGN.md "Stages"): the engine is zero.cuh, the same as the
+ * CPU trainer's; under nvcc its model-facing functions come from zero_gpu.cuh. The model code
+ * below makes the CPU trainer's calls in the same places (zero_params_unit / _prefetch /
+ * _unit_done in forward and backward, zero_grads_unit / _ready in backward, zero_step_begin and
+ * zero_optimizer_step around them); the engine runs the kernels' side on z->compute and one
+ * collective per unit on z->comm, started behind an event as backward finishes the unit.
+ * Checkpoints, -y 1 resume and the -wt collective timeout are the engine's too (zero.cuh).
  *
  * Shapes: B micro-batch, T sequence length, C channels, NH heads, L layers, Vp padded vocab.
  * test_gpt2.cu includes this file with TESTING defined to reuse everything but main().
@@ -31,7 +32,6 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <mpi.h>
-#include <nccl.h>
 
 #include "common/args.h"
 #include "common/checkpoint.h"
@@ -42,6 +42,7 @@
 #include "common/rng.h"
 #include "common/schedule.h"
 #include "common/tokenizer.h"
+#include "common/zero_checkpoint.h"
 #include "zero.cuh"
 
 #include "common/cuda_utils.cuh"
@@ -54,21 +55,6 @@
 #include "kernels/layernorm.cuh"
 #include "kernels/matmul.cuh"
 #include "kernels/residual.cuh"
-
-#ifndef MPI_CHECK // zero.cuh may already define it (same contract: call, file, line, MPI's string)
-#define MPI_CHECK(call)                                                                            \
-    do {                                                                                           \
-        int mpi_check_rc_ = (call);                                                                \
-        if (mpi_check_rc_ != MPI_SUCCESS) {                                                        \
-            char mpi_check_msg_[MPI_MAX_ERROR_STRING];                                             \
-            int mpi_check_len_ = 0;                                                                \
-            MPI_Error_string(mpi_check_rc_, mpi_check_msg_, &mpi_check_len_);                      \
-            fprintf(stderr, "error: MPI call %s failed at %s:%d: %s\n", #call, __FILE__, __LINE__, \
-                    mpi_check_msg_);                                                               \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
-#endif
 
 // Peak dense bf16 tensor-core throughput used for MFU (H100/H200 SXM, NVIDIA datasheet).
 #define PEAK_BF16_FLOPS 989e12
@@ -92,487 +78,6 @@ static void* host_alloc(size_t bytes, const char* what) {
         exit(1);
     }
     return p;
-}
-
-// ----------------------------------------------------------------------------------------------
-// Ranks: MPI only when launched by mpirun/srun; NCCL only with more than one rank.
-
-typedef struct {
-    int rank, world_size, local_rank;
-    int use_mpi;
-    ncclComm_t nccl;
-} Ranks;
-
-static int launched_by_mpi(void) {
-    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL || getenv("PMI_SIZE") != NULL;
-}
-
-static void ranks_start(Ranks* r, int* argc, char*** argv) {
-    r->rank = 0;
-    r->world_size = 1;
-    r->local_rank = 0;
-    r->use_mpi = launched_by_mpi();
-    r->nccl = NULL;
-    if (r->use_mpi) {
-        MPI_CHECK(MPI_Init(argc, argv));
-        MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r->rank));
-        MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &r->world_size));
-        MPI_Comm node;
-        MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r->rank, MPI_INFO_NULL, &node));
-        MPI_CHECK(MPI_Comm_rank(node, &r->local_rank));
-        MPI_CHECK(MPI_Comm_free(&node));
-    }
-    int device_count = 0;
-    if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
-        fprintf(stderr, "error: no CUDA device visible; expected a GPU (sm_80 or newer) for train_gpt2cu\n");
-        exit(1);
-    }
-    if (r->world_size > 1 && r->local_rank >= device_count) {
-        fprintf(stderr, "error: rank %d: local rank %d but only %d GPUs on this node; expected at most one rank per GPU "
-                "(NCCL cannot share a GPU between ranks)\n", r->rank, r->local_rank, device_count);
-        exit(1);
-    }
-    CUDA_CHECK(cudaSetDevice(r->local_rank % device_count));
-    if (r->world_size > 1) {
-        // Rank 0 makes the NCCL id; MPI carries it to everyone (NCCL docs, "Creating a communicator").
-        ncclUniqueId id;
-        if (r->rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-        MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
-        NCCL_CHECK(ncclCommInitRank(&r->nccl, r->world_size, id, r->rank));
-    }
-}
-
-static void ranks_stop(Ranks* r) {
-    if (r->nccl != NULL) NCCL_CHECK(ncclCommDestroy(r->nccl));
-    if (r->use_mpi) MPI_CHECK(MPI_Finalize());
-}
-
-// ----------------------------------------------------------------------------------------------
-// ZeroGPU: the GPU side of the ZeRO engine.
-//
-// Storage by stage (Ψ = layout->padded_numel, N = world_size, S = Ψ/N; bf16 unless noted):
-//   stage 0: params Ψ, grads Ψ, master/m/v fp32 Ψ each           (every rank updates everything)
-//   stage 1: params Ψ, grads Ψ, master/m/v fp32 S each           (each rank updates its slices)
-//   stage 2: params Ψ, grads S + working unit buffers, fp32 S x3
-//   stage 3: params S + working unit buffers, grads S + working, fp32 S x3
-// A rank's slice of unit u is [u.offset + rank*u.shard_numel, +u.shard_numel) of the flat
-// buffer; in a shard buffer it sits at u.offset / N (units are padded to multiples of N*align,
-// so shard buffers are the concatenation of every unit's slice, in unit order).
-// Working buffers (stages 2-3): the embedding unit (used at both ends of forward and backward)
-// has its own; layer and final units rotate through two, so one can be filled by a collective
-// while the other is computed on.
-
-#define ZERO_SLOTS 2
-
-typedef struct {
-    bf16* buffer;
-    int unit;      // unit held (-1: none)
-    int in_use;    // handed to compute and not yet released
-    cudaEvent_t ready; // comm stream: the all-gather into it finished
-    cudaEvent_t free;  // compute stream: the last reader/writer finished
-} ZeroSlot;
-
-typedef struct {
-    const ParamLayout* layout;
-    int rank, world_size, stage;
-    ncclComm_t nccl; // NULL with one rank: collectives degenerate to copies
-    cudaStream_t compute, comm;
-    bf16* params;
-    bf16* grads;
-    float *master, *m, *v;
-    ZeroSlot param_slots[ZERO_SLOTS], param_embedding; // stage 3
-    ZeroSlot grad_slots[ZERO_SLOTS], grad_embedding;   // stages 2-3
-    int next_grad_slot;                                // stages 2-3: slots alternate, so a unit's reduce-scatter
-                                                       // has the next unit's whole backward to finish
-    bf16* grad_shard_scratch;                          // stages 2-3: reduce-scatter output, one unit's slice
-    cudaEvent_t compute_done;
-    cudaEvent_t wait_begin, wait_end; // timed: how long compute waits for comm before the optimizer
-    cudaEvent_t* unit_grads_done;                      // per unit, compute stream
-    cudaEvent_t comm_done;
-    float* norm_device;
-    float* norm_scratch;
-    size_t bytes_params, bytes_grads, bytes_optimizer, bytes_working;
-    double elements_sent; // this step, this rank (ring-algorithm counts, DESIGN.md table)
-    float comm_wait_ms;   // this step: compute stream waiting for comm before the optimizer
-} ZeroGPU;
-
-static size_t zero_gpu_shard_offset(const ZeroGPU* z, int unit) { return z->layout->units[unit].offset / (size_t)z->world_size; }
-
-static void zero_gpu_slot_init(ZeroSlot* slot, size_t numel, size_t* counter, const char* what) {
-    slot->buffer = (bf16*)device_alloc(numel * sizeof(bf16), counter, what);
-    slot->unit = -1;
-    slot->in_use = 0;
-    CUDA_CHECK(cudaEventCreateWithFlags(&slot->ready, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&slot->free, cudaEventDisableTiming));
-}
-
-static void zero_gpu_slot_free(ZeroSlot* slot) {
-    CUDA_CHECK(cudaFree(slot->buffer));
-    CUDA_CHECK(cudaEventDestroy(slot->ready));
-    CUDA_CHECK(cudaEventDestroy(slot->free));
-}
-
-static void zero_gpu_init(ZeroGPU* z, const ParamLayout* layout, int rank, int world_size, ncclComm_t nccl) {
-    memset(z, 0, sizeof(*z));
-    z->layout = layout;
-    z->rank = rank;
-    z->world_size = world_size;
-    z->stage = ZERO_STAGE;
-    z->nccl = nccl;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&z->compute, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&z->comm, cudaStreamNonBlocking));
-    size_t full = layout->padded_numel, shard = layout->shard_numel;
-    size_t params_numel = z->stage == 3 ? shard : full;
-    size_t grads_numel = z->stage >= 2 ? shard : full;
-    size_t optimizer_numel = z->stage >= 1 ? shard : full;
-    z->params = (bf16*)device_alloc(params_numel * sizeof(bf16), &z->bytes_params, "parameters");
-    z->grads = (bf16*)device_alloc(grads_numel * sizeof(bf16), &z->bytes_grads, "gradients");
-    z->master = (float*)device_alloc(optimizer_numel * sizeof(float), &z->bytes_optimizer, "master weights");
-    z->m = (float*)device_alloc(optimizer_numel * sizeof(float), &z->bytes_optimizer, "Adam m");
-    z->v = (float*)device_alloc(optimizer_numel * sizeof(float), &z->bytes_optimizer, "Adam v");
-    CUDA_CHECK(cudaMemset(z->m, 0, optimizer_numel * sizeof(float)));
-    CUDA_CHECK(cudaMemset(z->v, 0, optimizer_numel * sizeof(float)));
-    size_t largest_other = 0, largest_shard = 0;
-    for (int u = 0; u < layout->num_units; u++) {
-        if (u != UNIT_EMBEDDING && layout->units[u].padded_numel > largest_other) largest_other = layout->units[u].padded_numel;
-        if (layout->units[u].shard_numel > largest_shard) largest_shard = layout->units[u].shard_numel;
-    }
-    size_t embedding_numel = layout->units[UNIT_EMBEDDING].padded_numel;
-    if (z->stage == 3) {
-        for (int i = 0; i < ZERO_SLOTS; i++) zero_gpu_slot_init(&z->param_slots[i], largest_other, &z->bytes_working, "parameter working unit");
-        zero_gpu_slot_init(&z->param_embedding, embedding_numel, &z->bytes_working, "embedding working unit");
-    }
-    if (z->stage >= 2) {
-        for (int i = 0; i < ZERO_SLOTS; i++) zero_gpu_slot_init(&z->grad_slots[i], largest_other, &z->bytes_working, "gradient working unit");
-        zero_gpu_slot_init(&z->grad_embedding, embedding_numel, &z->bytes_working, "embedding gradient working unit");
-        z->grad_shard_scratch = (bf16*)device_alloc(largest_shard * sizeof(bf16), &z->bytes_working, "reduce-scatter scratch");
-    }
-    z->unit_grads_done = (cudaEvent_t*)host_alloc((size_t)layout->num_units * sizeof(cudaEvent_t), "events");
-    for (int u = 0; u < layout->num_units; u++) CUDA_CHECK(cudaEventCreateWithFlags(&z->unit_grads_done[u], cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&z->comm_done, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&z->compute_done, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreate(&z->wait_begin));
-    CUDA_CHECK(cudaEventCreate(&z->wait_end));
-    z->norm_device = (float*)device_alloc(sizeof(float), NULL, "norm");
-    z->norm_scratch = (float*)device_alloc(GLOBAL_NORM_BLOCKS * sizeof(float), NULL, "norm scratch");
-}
-
-static void zero_gpu_free(ZeroGPU* z) {
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaFree(z->params)); CUDA_CHECK(cudaFree(z->grads));
-    CUDA_CHECK(cudaFree(z->master)); CUDA_CHECK(cudaFree(z->m)); CUDA_CHECK(cudaFree(z->v));
-    if (z->stage == 3) {
-        for (int i = 0; i < ZERO_SLOTS; i++) zero_gpu_slot_free(&z->param_slots[i]);
-        zero_gpu_slot_free(&z->param_embedding);
-    }
-    if (z->stage >= 2) {
-        for (int i = 0; i < ZERO_SLOTS; i++) zero_gpu_slot_free(&z->grad_slots[i]);
-        zero_gpu_slot_free(&z->grad_embedding);
-        CUDA_CHECK(cudaFree(z->grad_shard_scratch));
-    }
-    for (int u = 0; u < z->layout->num_units; u++) CUDA_CHECK(cudaEventDestroy(z->unit_grads_done[u]));
-    free(z->unit_grads_done);
-    CUDA_CHECK(cudaEventDestroy(z->comm_done));
-    CUDA_CHECK(cudaEventDestroy(z->compute_done));
-    CUDA_CHECK(cudaEventDestroy(z->wait_begin));
-    CUDA_CHECK(cudaEventDestroy(z->wait_end));
-    CUDA_CHECK(cudaFree(z->norm_device));
-    CUDA_CHECK(cudaFree(z->norm_scratch));
-    CUDA_CHECK(cudaStreamDestroy(z->compute));
-    CUDA_CHECK(cudaStreamDestroy(z->comm));
-}
-
-// --- The three collectives, on the comm stream. With one rank they reduce to copies, so the
-// single-GPU build runs the same buffer choreography as a multi-GPU one.
-
-// all-gather: each rank sends its shard_numel-element slice (at full_unit + rank*shard_numel, or
-// from `shard` if that is elsewhere) and receives everyone's into full_unit (N*shard_numel).
-// Sends (N-1)*shard_numel elements per rank (ring).
-static void zero_gpu_all_gather(ZeroGPU* z, bf16* full_unit, const bf16* shard, size_t shard_numel) {
-    bf16* own = full_unit + (size_t)z->rank * shard_numel;
-    if (z->nccl != NULL) {
-        NCCL_CHECK(ncclAllGather(shard, full_unit, shard_numel, ncclBfloat16, z->nccl, z->comm));
-        z->elements_sent += (double)(z->world_size - 1) * shard_numel;
-    } else if (own != shard) {
-        CUDA_CHECK(cudaMemcpyAsync(own, shard, shard_numel * sizeof(bf16), cudaMemcpyDeviceToDevice, z->comm));
-    }
-}
-
-// reduce-scatter (average over ranks): reads full_unit (N*shard_numel) on every rank, writes this
-// rank's averaged slice to shard (may be full_unit + rank*shard_numel: NCCL's in-place form).
-// Sends (N-1)*shard_numel elements per rank (ring).
-static void zero_gpu_reduce_scatter(ZeroGPU* z, bf16* shard, const bf16* full_unit, size_t shard_numel) {
-    const bf16* own = full_unit + (size_t)z->rank * shard_numel;
-    if (z->nccl != NULL) {
-        NCCL_CHECK(ncclReduceScatter(full_unit, shard, shard_numel, ncclBfloat16, ncclAvg, z->nccl, z->comm));
-        z->elements_sent += (double)(z->world_size - 1) * shard_numel;
-    } else if (own != shard) {
-        CUDA_CHECK(cudaMemcpyAsync(shard, own, shard_numel * sizeof(bf16), cudaMemcpyDeviceToDevice, z->comm));
-    }
-}
-
-// all-reduce (average over ranks) of n elements in place. Sends 2(N-1)/N * n elements per rank.
-static void zero_gpu_all_reduce(ZeroGPU* z, bf16* buffer, size_t n) {
-    if (z->nccl == NULL) return;
-    NCCL_CHECK(ncclAllReduce(buffer, buffer, n, ncclBfloat16, ncclAvg, z->nccl, z->comm));
-    z->elements_sent += 2.0 * (double)(z->world_size - 1) / z->world_size * n;
-}
-
-// --- Parameters
-
-// Stage 3: start gathering `unit` into a working slot on the comm stream (after the slot's last
-// reader is done); returns the slot, or NULL if every slot is busy (no prefetch then).
-static ZeroSlot* zero_gpu_gather_unit(ZeroGPU* z, int unit) {
-    ZeroSlot* slot = NULL;
-    if (unit == UNIT_EMBEDDING) slot = &z->param_embedding;
-    else // an empty slot if there is one, else any slot no kernel is using
-        for (int i = 0; i < ZERO_SLOTS; i++)
-            if (!z->param_slots[i].in_use && (slot == NULL || z->param_slots[i].unit == -1)) slot = &z->param_slots[i];
-    if (slot == NULL || slot->in_use) return NULL;
-    const ParamUnit* u = &z->layout->units[unit];
-    CUDA_CHECK(cudaStreamWaitEvent(z->comm, slot->free, 0));
-    zero_gpu_all_gather(z, slot->buffer, z->params + zero_gpu_shard_offset(z, unit), u->shard_numel);
-    CUDA_CHECK(cudaEventRecord(slot->ready, z->comm));
-    slot->unit = unit;
-    return slot;
-}
-
-static ZeroSlot* zero_gpu_find_param_slot(ZeroGPU* z, int unit) {
-    if (unit == UNIT_EMBEDDING) return z->param_embedding.unit == unit ? &z->param_embedding : NULL;
-    for (int i = 0; i < ZERO_SLOTS; i++) if (z->param_slots[i].unit == unit) return &z->param_slots[i];
-    return NULL;
-}
-
-/*
- * The unit's full parameters (padded_numel bf16), ready for kernels on the compute stream, valid
- * until zero_gpu_params_unit_done. Stage 3 gathers it if it is not resident and starts the
- * all-gather of prefetch_unit (-1: none) so it overlaps this unit's compute.
- */
-static bf16* zero_gpu_params_unit(ZeroGPU* z, int unit, int prefetch_unit) {
-    if (z->stage < 3) return z->params + z->layout->units[unit].offset;
-    ZeroSlot* slot = zero_gpu_find_param_slot(z, unit);
-    if (slot == NULL) slot = zero_gpu_gather_unit(z, unit);
-    if (slot == NULL) { fprintf(stderr, "error: internal: ZeRO-3 has no free working slot for unit %d\n", unit); exit(1); }
-    slot->in_use = 1;
-    CUDA_CHECK(cudaStreamWaitEvent(z->compute, slot->ready, 0));
-    if (prefetch_unit >= 0 && zero_gpu_find_param_slot(z, prefetch_unit) == NULL) zero_gpu_gather_unit(z, prefetch_unit);
-    return slot->buffer;
-}
-
-static void zero_gpu_params_unit_done(ZeroGPU* z, int unit) {
-    if (z->stage < 3) return;
-    ZeroSlot* slot = zero_gpu_find_param_slot(z, unit);
-    if (slot == NULL) return;
-    slot->in_use = 0; // data stays valid until the slot is reused (a later use may skip the gather)
-    CUDA_CHECK(cudaEventRecord(slot->free, z->compute));
-}
-
-// --- Gradients
-
-static ZeroSlot* zero_gpu_find_grad_slot(ZeroGPU* z, int unit) {
-    if (unit == UNIT_EMBEDDING) return z->grad_embedding.unit == unit ? &z->grad_embedding : NULL;
-    for (int i = 0; i < ZERO_SLOTS; i++) if (z->grad_slots[i].unit == unit) return &z->grad_slots[i];
-    return NULL;
-}
-
-/*
- * The unit's full gradient buffer (padded_numel bf16) that backward accumulates into this
- * micro-step. Stages 0-1: the unit's part of the full gradient buffer. Stages 2-3: a zeroed
- * working buffer, taken once its previous unit's reduce-scatter has finished.
- */
-static bf16* zero_gpu_grads_unit(ZeroGPU* z, int unit) {
-    if (z->stage < 2) return z->grads + z->layout->units[unit].offset;
-    ZeroSlot* slot = zero_gpu_find_grad_slot(z, unit);
-    if (slot != NULL) return slot->buffer;
-    if (unit == UNIT_EMBEDDING) slot = &z->grad_embedding;
-    else {
-        slot = &z->grad_slots[z->next_grad_slot];
-        if (slot->unit != -1) slot = NULL; // still held by a unit whose backward is not finished
-        else z->next_grad_slot = (z->next_grad_slot + 1) % ZERO_SLOTS;
-    }
-    if (slot == NULL) { fprintf(stderr, "error: internal: ZeRO-%d has no free gradient slot for unit %d\n", z->stage, unit); exit(1); }
-    CUDA_CHECK(cudaStreamWaitEvent(z->compute, slot->free, 0)); // its last reduce-scatter has read it
-    CUDA_CHECK(cudaMemsetAsync(slot->buffer, 0, z->layout->units[unit].padded_numel * sizeof(bf16), z->compute));
-    slot->unit = unit;
-    return slot->buffer;
-}
-
-/*
- * Backward has finished `unit` for this micro-step. Its collective starts now on the comm
- * stream, behind an event, so it overlaps the backward of the units below it:
- *   stage 0: all-reduce the unit's gradients (last micro-step only; earlier ones accumulate locally)
- *   stage 1: reduce-scatter them in place (last micro-step only)
- *   stage 2-3: reduce-scatter the working buffer every micro-step, add the slice into the
- *              gradient shard, release the working buffer.
- */
-static void zero_gpu_grads_unit_ready(ZeroGPU* z, int unit, int last_micro_step) {
-    const ParamUnit* u = &z->layout->units[unit];
-    if (z->stage < 2 && !last_micro_step) return;
-    CUDA_CHECK(cudaEventRecord(z->unit_grads_done[unit], z->compute));
-    CUDA_CHECK(cudaStreamWaitEvent(z->comm, z->unit_grads_done[unit], 0));
-    if (z->stage == 0) {
-        zero_gpu_all_reduce(z, z->grads + u->offset, u->padded_numel);
-    } else if (z->stage == 1) {
-        bf16* full_unit = z->grads + u->offset;
-        zero_gpu_reduce_scatter(z, full_unit + (size_t)z->rank * u->shard_numel, full_unit, u->shard_numel);
-    } else {
-        ZeroSlot* slot = zero_gpu_find_grad_slot(z, unit);
-        bf16* shard = z->grads + zero_gpu_shard_offset(z, unit);
-        const bf16* reduced = slot->buffer; // one rank: the "scattered" slice is the whole unit
-        if (z->nccl != NULL) {
-            zero_gpu_reduce_scatter(z, z->grad_shard_scratch, slot->buffer, u->shard_numel);
-            reduced = z->grad_shard_scratch;
-        }
-        residual_forward_cuda(shard, shard, reduced, u->shard_numel, z->comm); // shard += this micro-step's slice
-        CUDA_CHECK(cudaEventRecord(slot->free, z->comm));
-        slot->unit = -1;
-    }
-}
-
-// Zero the gradients a step accumulates into (full buffer, or the shard in stages 2-3).
-static void zero_gpu_grads_zero(ZeroGPU* z) {
-    size_t n = z->stage >= 2 ? z->layout->shard_numel : z->layout->padded_numel;
-    CUDA_CHECK(cudaMemsetAsync(z->grads, 0, n * sizeof(bf16), z->compute));
-    z->elements_sent = 0.0;
-}
-
-// --- Owned ranges: the part of unit u this rank's optimizer updates, and where it lives.
-
-typedef struct {
-    size_t begin, end;   // unit-local element range
-    size_t state_base;   // index of `begin` in master/m/v
-    size_t grad_base;    // index of `begin` in grads
-    size_t param_base;   // index of `begin` in params
-} OwnedRange;
-
-static OwnedRange zero_gpu_owned(const ZeroGPU* z, int unit) {
-    const ParamUnit* u = &z->layout->units[unit];
-    OwnedRange r;
-    if (z->stage == 0) { r.begin = 0; r.end = u->padded_numel; }
-    else { r.begin = (size_t)z->rank * u->shard_numel; r.end = r.begin + u->shard_numel; }
-    size_t full = u->offset + r.begin, shard = zero_gpu_shard_offset(z, unit);
-    r.state_base = z->stage == 0 ? full : shard;
-    r.grad_base = z->stage >= 2 ? shard : full;
-    r.param_base = z->stage == 3 ? shard : full;
-    return r;
-}
-
-// Set every parameter from a full fp32 flat buffer on the host (init or model file): master
-// gets the exact fp32 values of this rank's part, params their bf16 rounding.
-static void zero_gpu_set_full_params(ZeroGPU* z, const float* full) {
-    const ParamLayout* layout = z->layout;
-    size_t params_numel = z->stage == 3 ? layout->shard_numel : layout->padded_numel;
-    bf16* staging = (bf16*)host_alloc(params_numel * sizeof(bf16), "parameter staging");
-    for (int u = 0; u < layout->num_units; u++) {
-        const ParamUnit* unit = &layout->units[u];
-        OwnedRange r = zero_gpu_owned(z, u);
-        CUDA_CHECK(cudaMemcpy(z->master + r.state_base, full + unit->offset + r.begin, (r.end - r.begin) * sizeof(float),
-                              cudaMemcpyHostToDevice));
-        size_t begin = z->stage == 3 ? r.begin : 0, end = z->stage == 3 ? r.end : unit->padded_numel;
-        size_t base = z->stage == 3 ? r.param_base : unit->offset;
-        for (size_t i = begin; i < end; i++) staging[base + i - begin] = __float2bfloat16(full[unit->offset + i]);
-    }
-    CUDA_CHECK(cudaMemcpy(z->params, staging, params_numel * sizeof(bf16), cudaMemcpyHostToDevice));
-    free(staging);
-    for (int i = 0; z->stage == 3 && i < ZERO_SLOTS; i++) z->param_slots[i].unit = -1;
-    if (z->stage == 3) z->param_embedding.unit = -1;
-}
-
-// Gather the full fp32 master weights into `full` (host, padded_numel) on every rank, for a
-// checkpoint. Collective: every rank calls it.
-static void zero_gpu_get_full_params(ZeroGPU* z, float* full) {
-    const ParamLayout* layout = z->layout;
-    CUDA_CHECK(cudaDeviceSynchronize());
-    if (z->stage == 0) {
-        CUDA_CHECK(cudaMemcpy(full, z->master, layout->padded_numel * sizeof(float), cudaMemcpyDeviceToHost));
-        return;
-    }
-    size_t largest = 0;
-    for (int u = 0; u < layout->num_units; u++) if (layout->units[u].padded_numel > largest) largest = layout->units[u].padded_numel;
-    float* unit_buffer = (float*)device_alloc(largest * sizeof(float), NULL, "checkpoint gather");
-    for (int u = 0; u < layout->num_units; u++) {
-        const ParamUnit* unit = &layout->units[u];
-        const float* shard = z->master + zero_gpu_shard_offset(z, u);
-        if (z->nccl != NULL)
-            NCCL_CHECK(ncclAllGather(shard, unit_buffer, unit->shard_numel, ncclFloat32, z->nccl, z->comm));
-        else
-            CUDA_CHECK(cudaMemcpyAsync(unit_buffer, shard, unit->shard_numel * sizeof(float), cudaMemcpyDeviceToDevice, z->comm));
-        CUDA_CHECK(cudaStreamSynchronize(z->comm));
-        CUDA_CHECK(cudaMemcpy(full + unit->offset, unit_buffer, unit->padded_numel * sizeof(float), cudaMemcpyDeviceToHost));
-    }
-    CUDA_CHECK(cudaFree(unit_buffer));
-}
-
-/*
- * Optimizer step t (from 1) with learning rate lr, after the last micro-step's backward:
- * wait for the gradient collectives, global norm from this rank's owned (already reduced)
- * gradient slices (one scalar all-reduce when they are shards), clip coefficient as
- * torch.nn.utils.clip_grad_norm_, AdamW on the owned slices (weight decay on 2-D tensors only),
- * then stages 1-2 all-gather the updated parameters unit by unit. Returns the norm before
- * clipping (a host sync: the norm is logged every step anyway).
- */
-static float zero_gpu_optimizer_step(ZeroGPU* z, const AdamWConfig* opt, float lr, int t) {
-    const ParamLayout* layout = z->layout;
-    // Exposed communication: the time the compute stream stands still here, waiting for the
-    // last gradient collectives (the rest overlapped backward). Read after the norm's sync.
-    CUDA_CHECK(cudaEventRecord(z->comm_done, z->comm));
-    CUDA_CHECK(cudaEventRecord(z->wait_begin, z->compute));
-    CUDA_CHECK(cudaStreamWaitEvent(z->compute, z->comm_done, 0));
-    CUDA_CHECK(cudaEventRecord(z->wait_end, z->compute));
-    for (int u = 0; u < layout->num_units; u++) {
-        OwnedRange r = zero_gpu_owned(z, u);
-        norm_squared_cuda(z->norm_device, z->norm_scratch, z->grads + r.grad_base, r.end - r.begin, u > 0, z->compute);
-    }
-    if (z->stage >= 1 && z->nccl != NULL) // sum of the ranks' squared norms: one float per rank
-        NCCL_CHECK(ncclAllReduce(z->norm_device, z->norm_device, 1, ncclFloat32, ncclSum, z->nccl, z->compute));
-    float norm_sq;
-    CUDA_CHECK(cudaMemcpyAsync(&norm_sq, z->norm_device, sizeof(float), cudaMemcpyDeviceToHost, z->compute));
-    CUDA_CHECK(cudaStreamSynchronize(z->compute));
-    float norm = sqrtf(norm_sq);
-    float wait_ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&wait_ms, z->wait_begin, z->wait_end));
-    z->comm_wait_ms = wait_ms;
-    float clip_coef = opt->grad_clip > 0.0f ? opt->grad_clip / (norm + 1e-6f) : 1.0f;
-    float grad_scale = clip_coef < 1.0f ? clip_coef : 1.0f;
-    uint32_t seed = (uint32_t)splitmix64((uint64_t)t);
-
-    for (int u = 0; u < layout->num_units; u++) {
-        const ParamUnit* unit = &layout->units[u];
-        OwnedRange r = zero_gpu_owned(z, u);
-        for (int i = 0; i < unit->num_tensors; i++) {
-            const ParamTensor* pt = &layout->tensors[unit->first_tensor + i];
-            size_t begin = pt->unit_offset > r.begin ? pt->unit_offset : r.begin;
-            size_t end = pt->unit_offset + pt->numel < r.end ? pt->unit_offset + pt->numel : r.end;
-            if (begin >= end) continue;
-            size_t k = begin - r.begin;
-            float wd = pt->ndim == 2 ? opt->weight_decay : 0.0f;
-            adamw_update_cuda(z->params + r.param_base + k, z->master + r.state_base + k, z->grads + r.grad_base + k,
-                              z->m + r.state_base + k, z->v + r.state_base + k, end - begin, lr, opt->beta1, opt->beta2,
-                              opt->eps, wd, grad_scale, t, seed, unit->offset + begin, z->compute);
-        }
-    }
-    if (z->stage == 1 || z->stage == 2) {
-        // Every rank updated its slices; all-gather them back into the full bf16 parameters
-        // before the next forward (unit by unit: (N-1) * shard_numel elements each).
-        CUDA_CHECK(cudaEventRecord(z->compute_done, z->compute));
-        CUDA_CHECK(cudaStreamWaitEvent(z->comm, z->compute_done, 0));
-        for (int u = 0; u < layout->num_units; u++) {
-            const ParamUnit* unit = &layout->units[u];
-            bf16* full_unit = z->params + unit->offset;
-            zero_gpu_all_gather(z, full_unit, full_unit + (size_t)z->rank * unit->shard_numel, unit->shard_numel);
-        }
-        CUDA_CHECK(cudaEventRecord(z->comm_done, z->comm));
-        CUDA_CHECK(cudaStreamWaitEvent(z->compute, z->comm_done, 0));
-    }
-    if (z->stage == 3) { // the shards changed: every working copy is stale
-        for (int i = 0; i < ZERO_SLOTS; i++) z->param_slots[i].unit = -1;
-        z->param_embedding.unit = -1;
-    }
-    // The next collectives (stage 3's gathers of the updated shards, the next step's gradient
-    // reductions) must start after this step's AdamW kernels.
-    CUDA_CHECK(cudaEventRecord(z->compute_done, z->compute));
-    CUDA_CHECK(cudaStreamWaitEvent(z->comm, z->compute_done, 0));
-    return norm;
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -632,7 +137,7 @@ typedef struct {
 typedef struct {
     GPT2Config config;
     ParamLayout layout;
-    ZeroGPU zero;
+    ZeroEngine zero;
     int B, T; // activation capacity
     ActivationsGPU acts;
     BackwardScratchGPU scratch;
@@ -708,7 +213,7 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
  * activations on this rank's GPU. Parameters are initialized (or read) on the host, fp32, exactly
  * as the CPU build does, then handed to the engine (fp32 master, bf16 params).
  */
-static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t seed, const Ranks* ranks) {
+static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t seed, int rank, int world_size) {
     int from_file = gpt2_config_from_descriptor(init, &model->config) != 0;
     if (from_file) {
         if (init[0] == 'd' && init[1] >= '0' && init[1] <= '9' && strchr(init, '.') == NULL && strchr(init, '/') == NULL) {
@@ -729,15 +234,20 @@ static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t see
         exit(1);
     }
     attention_check_head_size(c->channels, c->num_heads);
-    param_layout_build(&model->layout, &model->config, ranks->world_size, ZERO_ALIGN);
-    zero_gpu_init(&model->zero, &model->layout, ranks->rank, ranks->world_size, ranks->nccl);
-    float* full = (float*)host_alloc(model->layout.padded_numel * sizeof(float), "initial parameters");
-    if (from_file) model_file_read_params(init, &model->layout, full, -1);
-    else
-        for (int u = 0; u < model->layout.num_units; u++)
-            gpt2_init_unit(&model->layout, u, full + model->layout.units[u].offset, seed);
-    zero_gpu_set_full_params(&model->zero, full);
-    free(full);
+    param_layout_build(&model->layout, &model->config, world_size, ZERO_ALIGN);
+    zero_init(&model->zero, &model->layout, rank, world_size);
+    // One unit at a time, as the CPU trainer: initialized (the same on every rank: per-tensor
+    // seeded streams) or read from the file, then handed to the engine, which keeps what this
+    // rank's stage stores (fp32 master weights, bf16 parameters).
+    size_t unit_capacity = model->layout.units[UNIT_EMBEDDING].padded_numel;
+    if (zero_max_layer_unit_numel(&model->layout) > unit_capacity) unit_capacity = zero_max_layer_unit_numel(&model->layout);
+    float* unit_buf = (float*)host_alloc(unit_capacity * sizeof(float), "parameter unit");
+    for (int u = 0; u < model->layout.num_units; u++) {
+        if (from_file) model_file_read_params(init, &model->layout, unit_buf, u);
+        else gpt2_init_unit(&model->layout, u, unit_buf, seed);
+        zero_set_unit_params(&model->zero, u, unit_buf);
+    }
+    free(unit_buf);
     gpt2_alloc_activations(model, B, T);
     // The set-up's memsets ran on the legacy stream, which the engine's non-blocking streams do
     // not order against: finish them before the first kernel.
@@ -745,7 +255,7 @@ static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t see
 }
 
 static void gpt2_free(GPT2* model) {
-    zero_gpu_free(&model->zero);
+    zero_free(&model->zero);
     param_layout_free(&model->layout);
     CUDA_CHECK(cudaFree(model->act_memory));
     CUDA_CHECK(cudaFree(model->inputs_device));
@@ -772,7 +282,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     int L = c->num_layers, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
     int BT = B * T;
     ActivationsGPU* a = &model->acts;
-    ZeroGPU* z = &model->zero;
+    ZeroEngine* z = &model->zero;
     cudaStream_t stream = z->compute;
     const ParamLayout* layout = &model->layout;
     size_t wpe_offset = layout->tensors[param_tensor_index(layout, P_WPE, -1)].unit_offset;
@@ -789,13 +299,16 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         CUDA_CHECK(cudaMemcpyAsync(d + 2 * BT + 1, model->bucket_positions, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, stream));
     }
 
-    bf16* emb = zero_gpu_params_unit(z, UNIT_EMBEDDING, UNIT_LAYER(0));
+    // Each unit: ask the engine for its parameters, and let it prefetch the next one meanwhile
+    // (ZeRO-3 all-gathers on the comm stream; a no-op at stages 0-2).
+    bf16* emb = zero_params_unit(z, UNIT_EMBEDDING);
+    zero_params_prefetch(z, UNIT_LAYER(0));
     encoder_forward_cuda(a->encoded, model->inputs_device, emb, emb + wpe_offset, B, T, C, stream);
-    zero_gpu_params_unit_done(z, UNIT_EMBEDDING);
+    zero_params_unit_done(z, UNIT_EMBEDDING);
 
     for (int l = 0; l < L; l++) {
-        int next = l + 1 < L ? UNIT_LAYER(l + 1) : UNIT_FINAL(c);
-        LayerTensorsGPU p = layer_tensors_gpu(layout, l, zero_gpu_params_unit(z, UNIT_LAYER(l), next));
+        LayerTensorsGPU p = layer_tensors_gpu(layout, l, zero_params_unit(z, UNIT_LAYER(l)));
+        zero_params_prefetch(z, l + 1 < L ? UNIT_LAYER(l + 1) : UNIT_FINAL(c));
         size_t o = (size_t)l * BT;
         bf16* resid_in = l == 0 ? a->encoded : a->residual3 + (o - BT) * C;
         layernorm_forward_cuda(a->ln1 + o * C, a->ln1_mean + o, a->ln1_rstd + o, resid_in, p.ln1w, p.ln1b, BT, C, stream);
@@ -808,16 +321,17 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         gelu_forward_cuda(a->fch_gelu + o * 4 * C, a->fch + o * 4 * C, (size_t)BT * 4 * C, stream);
         matmul_forward_cuda(a->fcproj + o * C, a->fch_gelu + o * 4 * C, p.fcprojw, p.fcprojb, BT, 4 * C, C, stream);
         residual_forward_cuda(a->residual3 + o * C, a->residual2 + o * C, a->fcproj + o * C, (size_t)BT * C, stream);
-        zero_gpu_params_unit_done(z, UNIT_LAYER(l));
+        zero_params_unit_done(z, UNIT_LAYER(l));
     }
 
-    bf16* final_unit = zero_gpu_params_unit(z, UNIT_FINAL(c), UNIT_EMBEDDING);
+    bf16* final_unit = zero_params_unit(z, UNIT_FINAL(c));
+    zero_params_prefetch(z, UNIT_EMBEDDING); // for the LM head
     bf16* last_residual = a->residual3 + (size_t)(L - 1) * BT * C;
     layernorm_forward_cuda(a->lnf, a->lnf_mean, a->lnf_rstd, last_residual, final_unit, final_unit + C, BT, C, stream);
-    zero_gpu_params_unit_done(z, UNIT_FINAL(c));
+    zero_params_unit_done(z, UNIT_FINAL(c));
 
-    // LM head, tied to wte: the embedding unit is needed a second time.
-    bf16* wte = zero_gpu_params_unit(z, UNIT_EMBEDDING, -1);
+    // LM head, tied to wte: the embedding unit is needed a second time (ZeRO-3 gathers it again).
+    bf16* wte = zero_params_unit(z, UNIT_EMBEDDING);
     if (targets != NULL) {
         matmul_forward_cuda(a->logits, a->lnf, wte, NULL, BT, C, Vp, stream);
         fused_classifier_cuda(a->logits, a->losses, model->targets_device, BT, V, Vp, dloss_scale, stream);
@@ -826,12 +340,18 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         for (int b = 0; b < B; b++)
             matmul_forward_cuda(a->logits + (size_t)b * Vp, a->lnf + ((size_t)b * T + T - 1) * C, wte, NULL, 1, C, Vp, stream);
     }
-    zero_gpu_params_unit_done(z, UNIT_EMBEDDING);
+    // The LM head is the last op of forward and the first of backward: a forward that produced
+    // dlogits (dloss_scale != 0) is followed by backward, which keeps using wte (ZeRO-3 then
+    // gathers the embedding unit twice per micro-step, like every unit; as the CPU trainer).
+    int backward_follows = targets != NULL && dloss_scale != 0.0f;
+    if (!backward_follows) zero_params_unit_done(z, UNIT_EMBEDDING);
 }
 
-// The loss accumulated since the last call (mean over what was added), then reset. Host sync.
+// The loss accumulated since the last call (mean over what was added), then reset. Host sync
+// (timed by the engine: a stuck collective ends in the -wt diagnosis, not a hang).
 static float gpt2_take_loss(GPT2* model) {
     float loss;
+    zero_device_synchronize(&model->zero, "loss");
     CUDA_CHECK(cudaMemcpyAsync(&loss, model->loss_sum_device, sizeof(float), cudaMemcpyDeviceToHost, model->zero.compute));
     CUDA_CHECK(cudaMemsetAsync(model->loss_sum_device, 0, sizeof(float), model->zero.compute));
     CUDA_CHECK(cudaStreamSynchronize(model->zero.compute));
@@ -850,30 +370,32 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
     int BT = B * T;
     ActivationsGPU* a = &model->acts;
     BackwardScratchGPU* s = &model->scratch;
-    ZeroGPU* z = &model->zero;
+    ZeroEngine* z = &model->zero;
     cudaStream_t stream = z->compute;
     const ParamLayout* layout = &model->layout;
     size_t wpe_offset = layout->tensors[param_tensor_index(layout, P_WPE, -1)].unit_offset;
 
-    bf16* wte = zero_gpu_params_unit(z, UNIT_EMBEDDING, UNIT_FINAL(c));
-    bf16* demb = zero_gpu_grads_unit(z, UNIT_EMBEDDING);
+    bf16* wte = zero_params_unit(z, UNIT_EMBEDDING); // ZeRO-3: still gathered by forward's LM head
+    zero_params_prefetch(z, UNIT_FINAL(c));
+    bf16* demb = zero_grads_unit(z, UNIT_EMBEDDING);
     // LM head: dlnf = dlogits @ wte (written), dwte += dlogits^T @ lnf
     matmul_backward_cuda(s->dln, demb, NULL, s->reduce, a->logits, a->lnf, wte, BT, C, Vp, 0, stream);
-    zero_gpu_params_unit_done(z, UNIT_EMBEDDING);
+    zero_params_unit_done(z, UNIT_EMBEDDING);
 
-    bf16* final_unit = zero_gpu_params_unit(z, UNIT_FINAL(c), UNIT_LAYER(L - 1));
-    bf16* dfinal = zero_gpu_grads_unit(z, UNIT_FINAL(c));
+    bf16* final_unit = zero_params_unit(z, UNIT_FINAL(c));
+    zero_params_prefetch(z, UNIT_LAYER(L - 1));
+    bf16* dfinal = zero_grads_unit(z, UNIT_FINAL(c));
     bf16* last_residual = a->residual3 + (size_t)(L - 1) * BT * C;
     CUDA_CHECK(cudaMemsetAsync(s->dresidual, 0, (size_t)BT * C * sizeof(bf16), stream));
     layernorm_backward_cuda(s->dresidual, dfinal, dfinal + C, s->reduce, s->dln, last_residual, final_unit, a->lnf_mean,
                             a->lnf_rstd, BT, C, stream);
-    zero_gpu_params_unit_done(z, UNIT_FINAL(c));
-    zero_gpu_grads_unit_ready(z, UNIT_FINAL(c), last_micro_step);
+    zero_params_unit_done(z, UNIT_FINAL(c));
+    zero_grads_unit_ready(z, UNIT_FINAL(c), last_micro_step);
 
     for (int l = L - 1; l >= 0; l--) {
-        int prefetch = l > 0 ? UNIT_LAYER(l - 1) : -1;
-        LayerTensorsGPU p = layer_tensors_gpu(layout, l, zero_gpu_params_unit(z, UNIT_LAYER(l), prefetch));
-        LayerTensorsGPU g = layer_tensors_gpu(layout, l, zero_gpu_grads_unit(z, UNIT_LAYER(l)));
+        LayerTensorsGPU p = layer_tensors_gpu(layout, l, zero_params_unit(z, UNIT_LAYER(l)));
+        if (l > 0) zero_params_prefetch(z, UNIT_LAYER(l - 1));
+        LayerTensorsGPU g = layer_tensors_gpu(layout, l, zero_grads_unit(z, UNIT_LAYER(l)));
         size_t o = (size_t)l * BT;
         bf16* resid_in = l == 0 ? a->encoded : a->residual3 + (o - BT) * C;
         // s->dresidual holds dL/d residual3[l]; the residual add passes it to both branches.
@@ -892,13 +414,14 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
         layernorm_backward_cuda(s->dresidual, g.ln1w, g.ln1b, s->reduce, s->dln, resid_in, p.ln1w, a->ln1_mean + o,
                                 a->ln1_rstd + o, BT, C, stream);
         // s->dresidual now holds dL/d resid_in, the input of layer l.
-        zero_gpu_params_unit_done(z, UNIT_LAYER(l));
-        zero_gpu_grads_unit_ready(z, UNIT_LAYER(l), last_micro_step);
+        zero_params_unit_done(z, UNIT_LAYER(l));
+        zero_grads_unit_ready(z, UNIT_LAYER(l), last_micro_step);
     }
 
+    // The embedding unit's gradient now has both parts of wte's (LM head above, embedding here).
     int* d = model->bucket_device;
     encoder_backward_cuda(demb, demb + wpe_offset, s->dresidual, d + BT, d, d + 2 * BT + 1, model->num_buckets, B, T, C, stream);
-    zero_gpu_grads_unit_ready(z, UNIT_EMBEDDING, last_micro_step);
+    zero_grads_unit_ready(z, UNIT_EMBEDDING, last_micro_step);
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -929,6 +452,7 @@ static void gpt2_sample(GPT2* model, Tokenizer* tokenizer, int gen_tokens, uint6
     rng_seed(&rng, seed);
     for (int t = 1; t < T; t++) {
         gpt2_forward(model, tokens, NULL, 1, t, 0.0f, 0.0f);
+        zero_device_synchronize(&model->zero, "sampling logits");
         CUDA_CHECK(cudaMemcpyAsync(model->logits_staging, model->acts.logits, (size_t)Vp * sizeof(bf16),
                                    cudaMemcpyDeviceToHost, model->zero.compute));
         CUDA_CHECK(cudaStreamSynchronize(model->zero.compute));
@@ -974,7 +498,7 @@ static float gpt2_val_loss(GPT2* model, DataLoader* val_loader, int val_steps) {
         dataloader_next_batch(val_loader);
         gpt2_forward(model, val_loader->inputs, val_loader->targets, model->B, model->T, 0.0f, 1.0f / val_steps);
     }
-    return gpt2_take_loss(model);
+    return (float)zero_all_reduce_mean(&model->zero, gpt2_take_loss(model), "val loss"); // each rank its slices, then the mean
 }
 
 static void format_eta(char* buf, size_t cap, double seconds) {
@@ -1000,16 +524,50 @@ static double gpu_used_mib(void) {
     return (double)(total_bytes - free_bytes) / 1048576.0;
 }
 
-// Rank 0 prints what each rank holds and sends, beside DESIGN.md's formulas.
-static void print_memory_and_traffic(const GPT2* model, int world_size) {
-    const ZeroGPU* z = &model->zero;
-    double psi = (double)model->layout.padded_numel, n = world_size, mib = 1048576.0;
-    const char* formula[4] = {"2Ψ + 2Ψ + 12Ψ", "2Ψ + 2Ψ + 12Ψ/N", "2Ψ + (2+12)Ψ/N + working", "(2+2+12)Ψ/N + working"};
-    double predicted[4] = {16 * psi, 4 * psi + 12 * psi / n, 2 * psi + 14 * psi / n, 16 * psi / n};
-    printf("memory (ZeRO-%d, %s): params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, working units %.1f MiB; "
-           "formula %.1f MiB + working | activations %.1f MiB\n",
-           z->stage, formula[z->stage], z->bytes_params / mib, z->bytes_grads / mib, z->bytes_optimizer / mib,
-           z->bytes_working / mib, predicted[z->stage] / mib, model->act_bytes / mib);
+// Rank 0, at start-up: what runs (stage, world size, device, collectives, model, batch), what
+// each rank allocates and sends beside DESIGN.md's formulas (zero_print_accounting, as the CPU
+// trainer), on stdout and as the log's config record.
+static void print_run_config(const TrainArgs* args, const GPT2* model, const char* init, const DataLoader* train_loader,
+                             int do_val, int grad_accum_steps, int total_batch_tokens, int max_steps, int start_step,
+                             Logger* logger) {
+    const GPT2Config* cfg = &model->config;
+    const ZeroEngine* z = &model->zero;
+    int B = model->B, T = model->T, world_size = z->world_size;
+    size_t psi = model->layout.padded_numel;
+    int device;
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    printf("GPT-2 GPU trainer | ZeRO stage %d | world size %d | device %s (sm_%d%d) | collectives %s\n", ZERO_STAGE,
+           world_size, prop.name, prop.major, prop.minor, ZERO_COMM_NAME);
+    printf("model: %s | L %d | C %d | NH %d | V %d (Vp %d) | maxT %d | parameters %zu\n", init,
+           cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
+           cfg->max_seq_len, model->layout.num_parameters);
+    printf("batch: B %d x T %d x %d ranks x %d accumulation steps = %d tokens | steps %d | lr %g (%s, warmup %d, final x%g)\n",
+           B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args->learning_rate,
+           args->lr_schedule, args->warmup_steps, args->final_lr_fraction);
+    zero_print_accounting(z, grad_accum_steps, stdout);
+    printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB (master + m + v), working units %.1f MiB, "
+           "activations %.1f MiB\n", z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
+           z->bytes_working / 1048576.0, model->act_bytes / 1048576.0);
+    printf("train: %zu tokens | val: %s\n", train_loader->num_tokens_total, do_val ? args->val_pattern : "off");
+    if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, init);
+    char init_text[8192];
+    logger_record(logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
+                  "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
+                  "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,"
+                  "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
+                  "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
+                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\",\"device\":\"%s\",\"collectives\":\"%s\"",
+                  json_escape(init_text, sizeof(init_text), args->init), cfg->num_layers, cfg->channels, cfg->num_heads,
+                  cfg->vocab_size, cfg->padded_vocab_size,
+                  cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
+                  max_steps, args->learning_rate, start_step, psi,
+                  z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working,
+                  zero_state_bytes_formula_mixed(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_mixed_text[ZERO_STAGE],
+                  zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps),
+                  zero_elements_sent_formula_text[ZERO_STAGE], prop.name, ZERO_COMM_NAME);
+    fflush(stdout);
 }
 
 #ifndef TESTING
@@ -1022,13 +580,22 @@ int main(int argc, char** argv) {
                 args.zero_stage, ZERO_STAGE, ZERO_STAGE, args.zero_stage);
         return 1;
     }
-    Ranks ranks;
-    ranks_start(&ranks, &argc, &argv);
-    int rank = ranks.rank, world_size = ranks.world_size;
+    if (args.resume && args.output_dir == NULL) {
+        fprintf(stderr, "error: -y 1: resuming needs the checkpoint directory; expected -o <dir> as well\n");
+        return 1;
+    }
+    int rank = 0, world_size = 1;
+    zero_ranks_start(&argc, &argv, &rank, &world_size);
     int B = args.B, T = args.T;
 
     // Batch: each micro-step every rank processes B*T tokens; accumulate up to -d tokens.
-    int tokens_per_micro_step = B * T * world_size;
+    long long tokens_per_micro_step_64 = (long long)B * T * world_size;
+    if (tokens_per_micro_step_64 > INT_MAX / 2) {
+        fprintf(stderr, "error: -b %d -t %d: B*T*ranks = %lld tokens per micro-step; expected at most %d\n",
+                B, T, tokens_per_micro_step_64, INT_MAX / 2);
+        return 1;
+    }
+    int tokens_per_micro_step = (int)tokens_per_micro_step_64;
     int total_batch_tokens = args.total_batch_tokens == -1 ? tokens_per_micro_step : args.total_batch_tokens;
     if (total_batch_tokens % tokens_per_micro_step != 0) {
         fprintf(stderr, "error: -d %d: not a multiple of B*T*ranks = %d*%d*%d = %d; expected a multiple of %d\n",
@@ -1037,7 +604,28 @@ int main(int argc, char** argv) {
     }
     int grad_accum_steps = total_batch_tokens / tokens_per_micro_step;
 
+    // Resume (-y 1) from the latest complete checkpoint in -o: its model file replaces -e.
+    int start_step = 0;
+    char resume_model[4300] = "";
     if (args.output_dir && rank == 0) output_dir_prepare(args.output_dir);
+    zero_ranks_barrier(world_size); // the dir exists before any rank looks into it
+    if (!args.resume && args.output_dir && output_dir_has_run(args.output_dir)) {
+        if (rank == 0)
+            fprintf(stderr, "error: -o %s: holds a previous run (log.jsonl or model_*.bin); expected a new or empty directory, or -y 1 to resume it\n",
+                    args.output_dir);
+        zero_ranks_stop();
+        return 1;
+    }
+    if (args.resume) {
+        int latest = checkpoint_latest_step(args.output_dir);
+        if (latest > 0) {
+            start_step = latest;
+            model_checkpoint_path(resume_model, sizeof(resume_model), args.output_dir, latest);
+        } else if (rank == 0) {
+            printf("resume: no checkpoint in %s; starting from scratch\n", args.output_dir);
+        }
+    }
+
     DataLoader train_loader, val_loader;
     dataloader_init(&train_loader, args.train_pattern, B, T, rank, world_size);
     int do_val = args.val_every > 0;
@@ -1045,78 +633,74 @@ int main(int argc, char** argv) {
 
     matmul_init();
     GPT2 model;
-    gpt2_build(&model, args.init, B, T, (uint64_t)args.seed, &ranks);
-    const GPT2Config* cfg = &model.config;
+    gpt2_build(&model, start_step > 0 ? resume_model : args.init, B, T, (uint64_t)args.seed, rank, world_size);
+    ZeroEngine* z = &model.zero;
+    z->timeout_s = args.collective_timeout_s;
+    if (start_step > 0) {
+        // Adam m, v and the data position from this rank's state file; the master weights came
+        // from the model file (fp32); the bf16 parameters are re-rounded as the last step did.
+        DataLoaderState data;
+        zero_checkpoint_load_state(z, args.output_dir, start_step, args.seed, total_batch_tokens, &data.shard_index, &data.position);
+        dataloader_set_state(&train_loader, data);
+        zero_params_round_as_step(z, start_step);
+    }
     int max_steps = args.max_steps;
     if (max_steps == -1) max_steps = (int)(train_loader.num_tokens_total / (size_t)total_batch_tokens);
     if (max_steps < 1 && args.max_steps == -1) max_steps = 1;
-
-    Tokenizer tokenizer;
-    tokenizer_init(&tokenizer, tokenizer_path_beside(args.train_pattern));
-
-    Logger logger;
-    logger_init(&logger, rank == 0 ? args.output_dir : NULL, 0);
-
-    LRSchedule schedule = {LR_COSINE, args.learning_rate, args.warmup_steps, max_steps, args.final_lr_fraction};
-    if (lr_kind_from_name(args.lr_schedule, &schedule.kind) != 0) {
-        fprintf(stderr, "error: -k %s: unknown schedule; expected cosine, linear or constant\n", args.lr_schedule);
+    if (max_steps < start_step) {
+        if (rank == 0) fprintf(stderr, "error: -x %d: the checkpoint being resumed is at step %d; expected -x >= %d\n", max_steps, start_step, start_step);
+        zero_ranks_stop();
         return 1;
     }
+    if (args.sample_every > 0 && args.gen_tokens >= model.config.max_seq_len) {
+        if (rank == 0) fprintf(stderr, "error: -g %d: longer than the model's context; expected -g < %d\n", args.gen_tokens, model.config.max_seq_len);
+        zero_ranks_stop();
+        return 1;
+    }
+    dataloader_set_vocab_size(&train_loader, model.config.vocab_size);
+    if (do_val) dataloader_set_vocab_size(&val_loader, model.config.vocab_size);
+
+    Tokenizer tokenizer = {0}; // only read when samples are printed
+    if (args.sample_every > 0) tokenizer_init(&tokenizer, tokenizer_path_beside(args.train_pattern));
+
+    Logger logger;
+    logger_init(&logger, rank == 0 ? args.output_dir : NULL, start_step > 0);
+
+    LRSchedule schedule = {LR_COSINE, args.learning_rate, args.warmup_steps, max_steps, args.final_lr_fraction};
+    lr_kind_from_name(args.lr_schedule, &schedule.kind); // checked in train_args_validate
     AdamWConfig opt = {0.9f, 0.95f, 1e-8f, args.weight_decay, args.grad_clip};
     double model_flops_per_token = flops_per_token(&model, T);
 
-    if (rank == 0) {
-        cudaDeviceProp prop;
-        CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-        printf("GPT-2 GPU trainer | ZeRO stage %d | world size %d | device %s (sm_%d%d)\n", ZERO_STAGE, world_size,
-               prop.name, prop.major, prop.minor);
-        printf("model: %s | L %d | C %d | NH %d | V %d (Vp %d) | maxT %d | parameters %zu\n", args.init,
-               cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
-               cfg->max_seq_len, model.layout.num_parameters);
-        printf("batch: B %d x T %d x %d ranks x %d accumulation steps = %d tokens | steps %d | lr %g (%s, warmup %d, final x%g)\n",
-               B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args.learning_rate,
-               args.lr_schedule, args.warmup_steps, args.final_lr_fraction);
-        print_memory_and_traffic(&model, world_size);
-        printf("train: %zu tokens | val: %s\n", train_loader.num_tokens_total, do_val ? args.val_pattern : "off");
-        logger_record(&logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"parameters\":%zu,"
-                      "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"max_steps\":%d,\"lr\":%g",
-                      args.init, cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size,
-                      model.layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, max_steps, args.learning_rate);
-    }
+    if (rank == 0) print_run_config(&args, &model, start_step > 0 ? resume_model : args.init, &train_loader, do_val,
+                                    grad_accum_steps, total_batch_tokens, max_steps, start_step, &logger);
 
-    double train_seconds = 0.0, peak_used_mib = 0.0, elements_sent = 0.0;
-    long long tokens_seen = 0;
+    double train_seconds = 0.0, train_comm_wait_s = 0.0, peak_used_mib = 0.0;
+    long long tokens_seen = (long long)start_step * total_batch_tokens;
     int timed_steps = 0;
     float last_val_loss = NAN;
-    for (int step = 0; step <= max_steps; step++) {
+    for (int step = start_step; step <= max_steps; step++) {
         int last_step = step == max_steps;
+        z->step = step + 1; // diagnoses name steps as the step lines do: from 1
         if (do_val && (step % args.val_every == 0 || last_step)) {
             last_val_loss = gpt2_val_loss(&model, &val_loader, args.val_max_steps);
-            if (world_size > 1) {
-                MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &last_val_loss, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-                last_val_loss /= world_size;
-            }
             if (rank == 0) printf("step %5d/%d | val loss %.6f\n", step, max_steps, last_val_loss);
-            logger_record(&logger, "val", "\"step\":%d,\"loss\":%.6f,\"tokens\":%lld", step, last_val_loss, tokens_seen);
+            char val_text[32];
+            logger_record(&logger, "val", "\"step\":%d,\"loss\":%s,\"tokens\":%lld", step,
+                          json_number(val_text, sizeof(val_text), last_val_loss), tokens_seen);
         }
         if (args.sample_every > 0 && (step % args.sample_every == 0 || last_step) && (step > 0 || last_step)) {
             gpt2_sample(&model, &tokenizer, args.gen_tokens, (uint64_t)args.seed + (uint64_t)step, rank == 0);
         }
-        if (args.output_dir && args.checkpoint_every > 0 && step > 0 && (step % args.checkpoint_every == 0 || last_step)) {
-            float* full = (float*)host_alloc(model.layout.padded_numel * sizeof(float), "checkpoint buffer");
-            zero_gpu_get_full_params(&model.zero, full);
-            if (rank == 0) {
-                char path[4200];
-                snprintf(path, sizeof(path), "%s/model_%08d.bin", args.output_dir, step);
-                model_file_write(path, &model.layout, full);
-                printf("checkpoint: %s\n", path);
-            }
-            free(full);
+        if (args.output_dir && args.checkpoint_every > 0 && step > start_step && (step % args.checkpoint_every == 0 || last_step)) {
+            DataLoaderState data = dataloader_get_state(&train_loader);
+            zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, total_batch_tokens);
         }
         if (last_step) break;
 
+        // One optimizer step: micro-steps of forward + backward (each unit's collective starts
+        // on the comm stream as backward finishes it), then AdamW on the owned slices.
         double t0 = wall_seconds();
-        zero_gpu_grads_zero(&model.zero);
+        zero_step_begin(z, step + 1);
         for (int micro_step = 0; micro_step < grad_accum_steps; micro_step++) {
             if (!args.overfit_single_batch || (step == 0 && micro_step == 0)) dataloader_next_batch(&train_loader);
             gpt2_forward(&model, train_loader.inputs, train_loader.targets, B, T,
@@ -1124,18 +708,16 @@ int main(int argc, char** argv) {
             gpt2_backward(&model, B, T, micro_step == grad_accum_steps - 1);
         }
         float lr = lr_at_step(&schedule, step);
-        float grad_norm = zero_gpu_optimizer_step(&model.zero, &opt, lr, step + 1);
-        elements_sent = model.zero.elements_sent;
-        float train_loss = gpt2_take_loss(&model); // syncs the compute stream: the step is done
-        if (world_size > 1) { // report the mean over ranks, as one process with the global batch would
-            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &train_loss, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
-            train_loss /= world_size;
-        }
+        float grad_norm = zero_optimizer_step(z, &opt, lr, step + 1);
+        // The mean over ranks, as one process with the global batch would report it.
+        float train_loss = (float)zero_all_reduce_mean(z, gpt2_take_loss(&model), "train loss");
         double seconds = wall_seconds() - t0;
+        double comm_wait_ms = z->comm_wait_s_step * 1000.0;
+        long long sent = z->sent_elements_step;
         double used = gpu_used_mib();
         if (used > peak_used_mib) peak_used_mib = used;
         tokens_seen += total_batch_tokens;
-        if (step > 0) { train_seconds += seconds; timed_steps++; } // step 0 includes warm-up costs
+        if (step > start_step) { train_seconds += seconds; train_comm_wait_s += z->comm_wait_s_step; timed_steps++; } // the first step includes warm-up costs
         double tokens_per_s = total_batch_tokens / seconds;
         double mfu = tokens_per_s * model_flops_per_token / (PEAK_BF16_FLOPS * world_size);
         double mean_step = timed_steps > 0 ? train_seconds / timed_steps : seconds;
@@ -1144,28 +726,32 @@ int main(int argc, char** argv) {
         if (rank == 0) {
             printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | comm wait %.1f ms | sent %lld | %.0f tok/s | "
                    "MFU %.1f%% | eta %s\n", step + 1, max_steps, train_loss, lr, grad_norm, seconds * 1000.0,
-                   model.zero.comm_wait_ms, (long long)elements_sent, tokens_per_s, 100.0 * mfu, eta);
+                   comm_wait_ms, sent, tokens_per_s, 100.0 * mfu, eta);
             fflush(stdout);
         }
-        logger_record(&logger, "train", "\"step\":%d,\"loss\":%.6f,\"lr\":%.6g,\"grad_norm\":%.6f,\"ms\":%.3f,"
+        char loss_text[32], norm_text[32];
+        logger_record(&logger, "train", "\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.3f,"
                       "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,"
                       "\"sent_elements\":%lld,\"mfu\":%.4f",
-                      step + 1, train_loss, lr, grad_norm, seconds * 1000.0, tokens_per_s, tokens_seen,
-                      total_batch_tokens, model.zero.comm_wait_ms, (long long)elements_sent, mfu);
-    }
-    if (rank == 0) {
-        double n = world_size, psi = (double)model.layout.padded_numel;
-        double formula = ZERO_STAGE == 3 ? 3.0 * psi * (n - 1) / n : 2.0 * psi * (n - 1) / n;
-        printf("traffic: sent %.1f MiB per rank in the last step (bf16); formula %s = %.1f MiB (+ re-gathers)\n",
-               2.0 * elements_sent / 1048576.0, ZERO_STAGE == 3 ? "3Ψ(N-1)/N" : "2Ψ(N-1)/N", 2.0 * formula / 1048576.0);
-        if (timed_steps > 0) {
-            double tokens_per_s = (double)total_batch_tokens * timed_steps / train_seconds;
-            printf("done: mean step %.1f ms, %.0f tok/s, MFU %.1f%% over %d steps, peak GPU memory %.1f MiB%s",
-                   1000.0 * train_seconds / timed_steps, tokens_per_s,
-                   100.0 * tokens_per_s * model_flops_per_token / (PEAK_BF16_FLOPS * world_size), timed_steps,
-                   peak_used_mib, do_val ? "" : "\n");
-            if (do_val) printf(", final val loss %.6f\n", last_val_loss);
+                      step + 1, json_number(loss_text, sizeof(loss_text), train_loss), lr,
+                      json_number(norm_text, sizeof(norm_text), grad_norm), seconds * 1000.0, tokens_per_s, tokens_seen,
+                      total_batch_tokens, comm_wait_ms, sent, mfu);
+        if (!isfinite(train_loss) || !isfinite(grad_norm)) {
+            // Every rank sees the same (all-reduced) values, so every rank stops here.
+            if (rank == 0)
+                fprintf(stderr, "error: step %d: loss %f, grad norm %f; expected finite values (lower -l, check the data; the last checkpoint is kept)\n",
+                        step + 1, train_loss, grad_norm);
+            zero_ranks_stop();
+            return 1;
         }
+    }
+    if (rank == 0 && timed_steps > 0) {
+        double tokens_per_s = (double)total_batch_tokens * timed_steps / train_seconds;
+        printf("done: mean step %.1f ms (comm wait %.1f ms), %.0f tok/s, MFU %.1f%% over %d steps, peak GPU memory %.1f MiB%s",
+               1000.0 * train_seconds / timed_steps, 1000.0 * train_comm_wait_s / timed_steps, tokens_per_s,
+               100.0 * tokens_per_s * model_flops_per_token / (PEAK_BF16_FLOPS * world_size), timed_steps,
+               peak_used_mib, do_val ? "" : "\n");
+        if (do_val) printf(", final val loss %.6f\n", last_val_loss);
     }
 
     logger_close(&logger);
@@ -1174,7 +760,7 @@ int main(int argc, char** argv) {
     if (do_val) dataloader_free(&val_loader);
     gpt2_free(&model);
     matmul_destroy();
-    ranks_stop(&ranks);
+    zero_ranks_stop();
     return 0;
 }
 #endif

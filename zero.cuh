@@ -45,6 +45,12 @@
  * actually move are not in that count.
  *
  * Compiles as plain C (CPU build) and under nvcc; CUDA-only parts go inside #ifdef __CUDACC__.
+ * GPU build: the same ZeroEngine, layout, working-unit policy, accounting, MPI communication
+ * section and checkpoint code; the engine functions the model calls (zero_params_unit ...
+ * zero_optimizer_step) are implemented in zero_gpu.cuh with the same names and roles, on a
+ * compute and a comm stream (NCCL, or host-staged MPI with ZERO_COMM_MPI), bf16 params and
+ * grads, fp32 master weights and m, v. The CPU-only engine functions below are fenced by
+ * `#ifndef __CUDACC__`.
  */
 #ifndef ZERO_CUH
 #define ZERO_CUH
@@ -59,6 +65,15 @@
 #include "common/zero_checkpoint.h" // fnv1a64_words
 #include "cpu/adamw.h"
 #include "cpu/global_norm.h"
+#ifdef __CUDACC__
+#include "common/cuda_utils.cuh" // bf16, CUDA_CHECK, NCCL_CHECK
+#ifndef ZERO_COMM_MPI
+#define ZERO_COMM_MPI 0 // 1: host-staged MPI collectives instead of NCCL (make ZERO_COMM=mpi)
+#endif
+#if !ZERO_COMM_MPI
+#include <nccl.h>
+#endif
+#endif
 
 #ifndef ZERO_STAGE
 #define ZERO_STAGE 0
@@ -70,6 +85,17 @@
 // Per-rank slices are multiples of this many elements (256 bytes of fp32), so every shard
 // starts aligned for SIMD on the CPU and for vectorized bf16 loads on the GPU.
 #define ZERO_ALIGN 64
+
+// The element type of the parameters and gradients the model computes with, and whether the
+// engine keeps separate fp32 master weights: fp32 and none on the CPU (the parameters are their
+// own master copy), bf16 and fp32 master weights on the GPU (mixed precision).
+#ifdef __CUDACC__
+typedef bf16 ZeroFloat;
+#define ZERO_HAS_MASTER 1
+#else
+typedef float ZeroFloat;
+#define ZERO_HAS_MASTER 0
+#endif
 
 // ============================================================================================
 // Shard layout: pure functions of (layout, stage, rank). The layout already holds the padded
@@ -147,6 +173,19 @@ static inline size_t zero_state_bytes_formula(int stage, size_t psi, int world_s
 }
 static const char* const zero_state_bytes_formula_text[4] = {"16Ψ", "8Ψ+8Ψ/N", "4Ψ+12Ψ/N", "16Ψ/N"};
 
+// DESIGN.md's memory rows for the GPU build: bf16 params (2Ψ) and grads (2Ψ), fp32 master
+// weights and Adam m, v (12Ψ), in bytes per rank.
+static inline size_t zero_state_bytes_formula_mixed(int stage, size_t psi, int world_size) {
+    size_t n = (size_t)world_size;
+    switch (stage) {
+    case 0: return 2 * psi + 2 * psi + 12 * psi;      // 2Ψ+2Ψ+12Ψ
+    case 1: return 2 * psi + 2 * psi + 12 * psi / n;  // 2Ψ+2Ψ+12Ψ/N
+    case 2: return 2 * psi + (2 + 12) * psi / n;      // 2Ψ+(2+12)Ψ/N
+    default: return (2 + 2 + 12) * psi / n;           // (2+2+12)Ψ/N
+    }
+}
+static const char* const zero_state_bytes_formula_mixed_text[4] = {"2Ψ+2Ψ+12Ψ", "2Ψ+2Ψ+12Ψ/N", "2Ψ+(2+12)Ψ/N", "(2+2+12)Ψ/N"};
+
 // Elements a ring algorithm sends per rank (header comment); n divisible by world_size.
 static inline long long zero_ring_all_reduce_elements(size_t n, int world_size) { return 2LL * (long long)(n / (size_t)world_size) * (world_size - 1); }
 static inline long long zero_ring_reduce_scatter_elements(size_t n, int world_size) { return (long long)(n / (size_t)world_size) * (world_size - 1); }
@@ -191,6 +230,13 @@ typedef struct {
     ZeroOpKind kind;
     int unit;          // the unit it moves, -1 for scalars and barriers
     const char* what;  // for the timeout diagnosis: which buffer
+#ifdef __CUDACC__
+    // GPU build, collectives on the comm stream (zero_gpu.cuh): `done` fires when it is complete;
+    // issued (order) and step let a timed-out host wait name the oldest one still pending.
+    cudaEvent_t done;
+    long long issued;
+    int step;
+#endif
 } ZeroOp;
 
 static double zero_clock(void) {
@@ -199,6 +245,7 @@ static double zero_clock(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+#ifndef __CUDACC__ // the GPU build's start-up also picks the device: zero_gpu.cuh
 // Start the ranks: under mpirun each process learns its rank; run directly, MPI starts as a
 // singleton (world size 1). OpenMP threads never call MPI, hence FUNNELED.
 static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size) {
@@ -210,16 +257,24 @@ static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size
 }
 
 static void zero_ranks_stop(void) { MPI_Finalize(); }
+#endif
 
 // Every rank waits here until all arrive (start-up only, before the engine exists; no timeout).
 static void zero_ranks_barrier(int world_size) {
     if (world_size > 1) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
+#ifdef __CUDACC__
+static void zero_abort_device_comm(void); // zero_gpu.cuh: ncclCommAbort first
+#endif
+
 // Stop every rank now (after the caller printed why). Returns only without MPI (never here).
 static void zero_abort_all_ranks(int code) {
     fflush(stdout);
     fflush(stderr);
+#ifdef __CUDACC__
+    zero_abort_device_comm();
+#endif
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized) MPI_Abort(MPI_COMM_WORLD, code);
@@ -235,11 +290,14 @@ typedef struct {
 
 // A working buffer for one unit at a time (stage 2: gradients; stage 3: parameters and gradients).
 typedef struct {
-    float* data;
+    ZeroFloat* data;
     size_t capacity; // elements
     int unit;        // the unit it holds, -1 when free
     long long age;   // when it was taken, to finish the oldest reduce-scatter first
     ZeroOp op;       // params: all-gather filling it; grads: reduce-scatter reading it
+#ifdef __CUDACC__
+    cudaEvent_t released; // params: the compute stream's last read of data (the next gather waits)
+#endif
 } ZeroWorkingUnit;
 
 typedef struct {
@@ -248,8 +306,8 @@ typedef struct {
     float timeout_s;  // -wt: longest wait on one collective before every rank aborts
     int step;         // the step being computed, from 1 as the step lines print it (diagnoses)
     // State, each full or the rank's shard as zero_buffer_sharded says for ZERO_STAGE.
-    float* params;
-    float* grads;
+    ZeroFloat* params; // fp32 on the CPU; bf16 on the GPU, as grads
+    ZeroFloat* grads;
     float* m;         // AdamW first moment
     float* v;         // AdamW second moment
     // Collectives in flight on the full buffers, one per unit.
@@ -259,6 +317,23 @@ typedef struct {
     ZeroWorkingUnit param_work[ZERO_WORKING_UNITS];
     ZeroWorkingUnit grad_work[ZERO_WORKING_UNITS];
     long long work_clock;
+#ifdef __CUDACC__
+    // GPU build (zero_gpu.cuh): params, grads, master, m, v live on the device.
+    float* master;                     // fp32 master weights, stored (full or shard) like m and v
+    cudaStream_t compute, comm;        // the model's kernels; the engine's bulk collectives
+    cudaEvent_t compute_mark, comm_mark; // re-recorded whenever the other stream must wait for this one
+    cudaEvent_t host_mark;             // re-recorded where the host waits (zero_device_wait)
+    cudaEvent_t wait_begin, wait_end;  // timing: compute stalled on comm before the optimizer
+    float* norm_device;                // squared norm of the owned gradient slices, and its scratch
+    float* norm_scratch;
+    float* norm_host;                  // pinned host copy of norm_device
+    float* host_float;                 // host staging of one unit: set-up, checkpoints, ZERO_COMM_MPI
+    bf16* host_bf16;
+    long long ops_issued;              // device collectives issued so far (ZeroOp.issued)
+#if !ZERO_COMM_MPI
+    ncclComm_t nccl;                   // NULL with one rank
+#endif
+#endif
     // Accounting
     size_t bytes_params, bytes_grads, bytes_optimizer, bytes_working;
     long long sent_elements_step, sent_elements_total; // ring count, bulk collectives only
@@ -293,6 +368,16 @@ static const char* zero_unit_name(const ParamLayout* layout, int unit, char* buf
 
 // ---- starting and waiting: the only functions that touch MPI requests ----
 
+// The diagnosis line of a collective that waited past -wt (both builds): rank, collective,
+// buffer, unit and step. The caller aborts every rank after it.
+static void zero_report_timeout(const ZeroEngine* z, const ZeroOp* op, int step, double waited) {
+    char unit[64];
+    fprintf(stderr, "error: rank %d: %s of %s, unit %s, at step %d waited %.1f s, longer than -wt %g s; "
+            "expected every rank to reach this collective (a rank died or is stuck); aborting all ranks\n",
+            z->rank, zero_op_names[op->kind], op->what, zero_unit_name(z->layout, op->unit, unit, sizeof(unit)),
+            step, waited, z->timeout_s);
+}
+
 // Wait for op as an MPI_Test loop with a clock. Past z->timeout_s: one diagnosis line naming
 // rank, collective, unit and step, then MPI_Abort for every rank. The time spent here is the
 // exposed (not overlapped) communication time.
@@ -306,11 +391,7 @@ static void zero_op_wait(ZeroEngine* z, ZeroOp* op) {
         if (done) break;
         double waited = zero_clock() - start;
         if (waited > z->timeout_s) {
-            char unit[64];
-            fprintf(stderr, "error: rank %d: %s of %s, unit %s, at step %d waited %.1f s, longer than -wt %g s; "
-                    "expected every rank to reach this collective (a rank died or is stuck); aborting all ranks\n",
-                    z->rank, zero_op_names[op->kind], op->what, zero_unit_name(z->layout, op->unit, unit, sizeof(unit)),
-                    z->step, waited, z->timeout_s);
+            zero_report_timeout(z, op, z->step, waited);
             zero_abort_all_ranks(1);
         }
         // Ranks may share cores (tests oversubscribe 2 cores): after a short spin, sleep a
@@ -461,6 +542,7 @@ static int zero_all_ranks_equal_u64(ZeroEngine* z, uint64_t value, const char* w
 
 // ---- set-up ----
 
+#ifndef __CUDACC__ // CPU engine set-up (the GPU's is in zero_gpu.cuh)
 static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size) {
     memset(z, 0, sizeof(*z));
     if (layout->world_size != world_size) {
@@ -516,6 +598,7 @@ static void zero_free(ZeroEngine* z) {
     free(z->grad_ops); free(z->param_ops);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { free(z->param_work[i].data); free(z->grad_work[i].data); }
 }
+#endif // CPU engine set-up
 
 // Unit-relative [begin, end) of the elements this rank updates: its slice, or (stage 0, whose
 // optimizer state is replicated) the whole unit.
@@ -551,6 +634,7 @@ static ZeroWorkingUnit* zero_work_take(ZeroEngine* z, ZeroWorkingUnit* work, int
     return NULL;
 }
 
+#ifndef __CUDACC__ // the CPU engine from here to zero_optimizer_step; the GPU's is in zero_gpu.cuh
 // Stage 2/3: finish the reduce-scatter of a gradient working unit and add the rank's reduced
 // slice (the first shard_numel elements, in place) into its gradient shard; free the unit.
 // Accumulation over micro-steps happens here: shard += this micro-step's reduced slice.
@@ -858,21 +942,143 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
     return norm;
 }
 
-// Print what this rank allocates and sends beside DESIGN.md's formulas (rank 0 calls it).
+#endif // CPU engine
+
+// Print what this rank allocates and sends beside DESIGN.md's formulas (rank 0 calls it): the
+// fp32 rows on the CPU, the mixed-precision rows (bf16 + fp32 master and m, v) on the GPU.
 static void zero_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out) {
     const ParamLayout* layout = z->layout;
     size_t psi = layout->padded_numel;
     int N = z->world_size;
     size_t state = z->bytes_params + z->bytes_grads + z->bytes_optimizer;
-    size_t formula = zero_state_bytes_formula(ZERO_STAGE, psi, N);
+    size_t formula = ZERO_HAS_MASTER ? zero_state_bytes_formula_mixed(ZERO_STAGE, psi, N) : zero_state_bytes_formula(ZERO_STAGE, psi, N);
+    const char* formula_text = ZERO_HAS_MASTER ? zero_state_bytes_formula_mixed_text[ZERO_STAGE] : zero_state_bytes_formula_text[ZERO_STAGE];
     long long sent = zero_elements_sent_formula(ZERO_STAGE, psi, N, grad_accum_steps);
     fprintf(out, "zero: stage %d | world size %d | Ψ = %zu padded parameters (%zu real; units padded to multiples of %d x %d)\n",
             ZERO_STAGE, N, psi, layout->num_parameters, N, layout->align);
     fprintf(out, "zero: bytes per rank: params %zu + grads %zu + optimizer %zu = %zu; formula %s = %zu (%s) | working units %zu\n",
-            z->bytes_params, z->bytes_grads, z->bytes_optimizer, state, zero_state_bytes_formula_text[ZERO_STAGE], formula,
+            z->bytes_params, z->bytes_grads, z->bytes_optimizer, state, formula_text, formula,
             state == formula ? "equal" : "DIFFERENT", z->bytes_working);
-    fprintf(out, "zero: elements sent per rank per step (ring count, A = %d micro-steps): formula %s = %lld (%.1f MiB fp32); counted on each step line\n",
-            grad_accum_steps, zero_elements_sent_formula_text[ZERO_STAGE], sent, sent * 4.0 / 1048576.0);
+    fprintf(out, "zero: elements sent per rank per step (ring count, A = %d micro-steps): formula %s = %lld (%.1f MiB %s); counted on each step line\n",
+            grad_accum_steps, zero_elements_sent_formula_text[ZERO_STAGE], sent, sent * (double)sizeof(ZeroFloat) / 1048576.0,
+            ZERO_HAS_MASTER ? "bf16" : "fp32");
+}
+
+#ifdef __CUDACC__
+#include "zero_gpu.cuh" // the GPU engine: the functions above the CPU engine's fence, on streams
+#endif
+
+// ============================================================================================
+// Checkpoints (DESIGN.md "Checkpoints"; files in common/checkpoint.h, common/zero_checkpoint.h).
+// Host code over the engine's interface, the same in both builds: a checkpoint written by either
+// build resumes in either (the state files hold fp32 Adam slices; the model file the fp32
+// parameters, which on the GPU are the master weights).
+
+/*
+ * Write the checkpoint of `step` into dir. Every rank writes its state file (its AdamW slices,
+ * the step, the train data position, the seed); once all are in place, rank 0 writes the model
+ * file from the gathered parameters, which marks the checkpoint complete. Every rank calls it.
+ */
+static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long data_shard, long data_position,
+                                 int seed, long long batch_tokens) {
+    const ParamLayout* layout = z->layout;
+    size_t n = layout->shard_numel;
+    float* m = (float*)zero_calloc(n, sizeof(float), "checkpoint Adam m slice");
+    float* v = (float*)zero_calloc(n, sizeof(float), "checkpoint Adam v slice");
+    zero_get_optimizer_shard(z, m, v);
+    int64_t header[ZS_NUM_FIELDS] = {0};
+    header[ZS_ZERO_STAGE] = ZERO_STAGE;
+    header[ZS_WORLD_SIZE] = z->world_size;
+    header[ZS_RANK] = z->rank;
+    header[ZS_STEP] = step;
+    zero_state_header_set_config(header, &layout->config);
+    header[ZS_ALIGN] = layout->align;
+    header[ZS_NUMEL] = (int64_t)n;
+    header[ZS_DATA_SHARD] = data_shard;
+    header[ZS_DATA_POSITION] = data_position;
+    header[ZS_SEED] = seed;
+    header[ZS_BATCH_TOKENS] = batch_tokens;
+    char path[4300];
+    zero_state_rank_path(path, sizeof(path), dir, step, z->rank, z->world_size);
+    zero_state_write(path, header, m, v);
+    free(m);
+    free(v);
+    zero_barrier(z, "checkpoint state files");
+    float* full = z->rank == 0 ? (float*)zero_calloc(layout->padded_numel, sizeof(float), "checkpoint parameters") : NULL;
+    zero_get_full_params(z, full); // stages 1-3 (GPU), 3 (CPU): gathered unit by unit to rank 0
+    if (z->rank == 0) {
+        model_checkpoint_path(path, sizeof(path), dir, step);
+        model_file_write(path, layout, full);
+        printf("checkpoint: %s + %d state file%s\n", path, z->world_size, z->world_size > 1 ? "s" : "");
+    }
+    free(full);
+    if (!zero_replicas_agree(z) && z->rank == 0)
+        fprintf(stderr, "warning: step %d: the replicated parameters%s differ across ranks (ZeRO stage %d); expected bit-identical replicas\n",
+                step, ZERO_STAGE == 0 ? " or optimizer state" : "", ZERO_STAGE);
+}
+
+/*
+ * Resume: load this rank's state file of the checkpoint at `step` (same world size and stage as
+ * this run) into the engine's AdamW slices, and return the train data position it names. The
+ * parameters came from the model file. An error on any rank stops every rank, with that rank's
+ * error line; another batch size or seed than the checkpoint's is a warning (rank 0).
+ */
+static void zero_checkpoint_load_state(ZeroEngine* z, const char* dir, int step, int seed, long long batch_tokens,
+                                       long* data_shard, long* data_position) {
+    int N = z->world_size;
+    const ParamLayout* layout = z->layout;
+    char path[4300], err[9000] = "";
+    int64_t header[ZERO_STATE_HEADER_INTS];
+    float *m = NULL, *v = NULL;
+    int ok = 0;
+    zero_state_rank_path(path, sizeof(path), dir, step, z->rank, N);
+    if (!file_exists(path)) {
+        int sizes[16];
+        int count = zero_state_world_sizes(dir, step, sizes, 16);
+        char full[4300];
+        zero_state_full_path(full, sizeof(full), dir, step);
+        if (count > 0 && sizes[0] != N)
+            snprintf(err, sizeof(err), "error: %s: missing: the checkpoint at step %d has state for world size %d; expected world size %d "
+                     "(this run); convert first: build/zero_consolidate -o %s -x %d -from %d -to %d -z %d",
+                     path, step, sizes[0], N, dir, step, sizes[0], N, ZERO_STAGE);
+        else if (count == 0 && file_exists(full))
+            snprintf(err, sizeof(err), "error: %s: missing: the checkpoint at step %d has only its full state; expected per-rank state "
+                     "— convert first: build/zero_consolidate -o %s -x %d -from full -to %d -z %d", path, step, dir, step, N, ZERO_STAGE);
+        else
+            snprintf(err, sizeof(err), "error: %s: missing state file; expected one state file per rank beside model_%08d.bin", path, step);
+    } else if (zero_state_read(path, header, &m, &v, err, sizeof(err)) == 0) {
+        GPT2Config cfg = zero_state_header_config(header);
+        if (header[ZS_WORLD_SIZE] != N || header[ZS_RANK] != z->rank || header[ZS_STEP] != step)
+            snprintf(err, sizeof(err), "error: %s: holds rank %lld of %lld at step %lld; expected rank %d of %d at step %d",
+                     path, (long long)header[ZS_RANK], (long long)header[ZS_WORLD_SIZE], (long long)header[ZS_STEP], z->rank, N, step);
+        else if (!gpt2_config_equal(&cfg, &layout->config) || header[ZS_ALIGN] != layout->align ||
+                 header[ZS_NUMEL] != (int64_t)layout->shard_numel)
+            snprintf(err, sizeof(err), "error: %s: model config or slice size differs from model_%08d.bin; expected the state of the same checkpoint",
+                     path, step);
+        else if (header[ZS_ZERO_STAGE] != ZERO_STAGE)
+            snprintf(err, sizeof(err), "error: %s: written at ZeRO stage %lld; expected stage %d (this binary) "
+                     "— convert first: build/zero_consolidate -o %s -x %d -from %d -to %d -z %d",
+                     path, (long long)header[ZS_ZERO_STAGE], ZERO_STAGE, dir, step, N, N, ZERO_STAGE);
+        else
+            ok = 1;
+    }
+    int bad = zero_first_failing_rank(z, ok);
+    if (bad >= 0) {
+        if (z->rank == bad) fprintf(stderr, "%s\n", err);
+        free(m);
+        free(v);
+        zero_ranks_stop();
+        exit(1);
+    }
+    zero_set_optimizer_shard(z, m, v);
+    if (z->rank == 0 && (header[ZS_BATCH_TOKENS] != batch_tokens || header[ZS_SEED] != seed))
+        printf("warning: resuming with a batch of %lld tokens and seed %d, but the checkpoint was written with %lld and %lld: "
+               "training continues, not on the same trajectory\n", batch_tokens, seed,
+               (long long)header[ZS_BATCH_TOKENS], (long long)header[ZS_SEED]);
+    *data_shard = (long)header[ZS_DATA_SHARD];
+    *data_position = (long)header[ZS_DATA_POSITION];
+    free(m);
+    free(v);
 }
 
 #endif // ZERO_CUH

@@ -6,6 +6,11 @@
 #   3. test_gpt2cu at each stage: the bf16 model against the PyTorch reference
 #   4. 20 steps of d12 at B=64, T=1024 at each stage (stage 3 included): tokens/s, MFU, memory
 #   5. a table: tokens/s, MFU, peak GPU memory by stage, and the max errors vs the reference
+#   6. the ZeRO engine (zero.cuh + zero_gpu.cuh) on d2: per stage, 6 steps straight vs 3 steps +
+#      -y 1 resume from the step-3 checkpoint (losses and norms expected identical); and, when
+#      mpirun is here, the host-staged MPI backend with 2 ranks on this one GPU at stages 1 and 3
+#      vs 1 rank at stage 0 on the same global batch (losses within 2e-2: bf16 sums in another
+#      order, the test_gpt2cu loss tolerance)
 # Data is local only: data/tinyshakespeare/ shards (data/tinyshakespeare.py from ../shared/data)
 # when they can be made, else random-token shards in build/gpu_check/data (a tiny Python script):
 # throughput does not depend on which tokens are trained on.
@@ -25,6 +30,7 @@ echo "== gpu_check: $(nvidia-smi --query-gpu=name,memory.total,driver_version --
 STAGES="0 1 2 3"
 targets="build/test_kernels"
 for s in $STAGES; do targets="$targets build/cuda/train_gpt2cu_sm90_zero$s build/cuda/test_gpt2cu_sm90_zero$s"; done
+targets="$targets build/cuda/train_gpt2cu_mpi_sm90_zero1 build/cuda/train_gpt2cu_mpi_sm90_zero3"
 if ! timeout 240 make -j"$JOBS" GPU_ARCH=90 $targets >"$OUT/build.log" 2>&1; then
     echo "FAIL build: $(grep -m3 -E 'error' "$OUT/build.log" | tr '\n' ' ')"
     echo "(full log: $OUT/build.log)"
@@ -110,4 +116,43 @@ for s in $STAGES; do
         "${mfu[$s]:--}" "${peak[$s]:--}" "${loss[$s]:--}" "${logits_err[$s]:--}" "${grads_l2[$s]:--}" \
         "${params_mean[$s]:--}" "$([ "${ref_rc[$s]}" -eq 0 ] && echo pass || echo "FAIL (exit ${ref_rc[$s]})")"
 done
+
+# ---- 6. engine checks on d2 (seconds each)
+echo
+D2=(-i "$TRAIN" -e d2 -b 4 -t 64 -v 0 -s 0 -l 1e-3 -u 2 -wt 60)
+steps_of() { grep -E '^step +[0-9]+/' "$1" | grep -v 'val loss' | awk -F'|' '{print $1 $2 $4}'; }
+for s in $STAGES; do
+    dir=$OUT/resume_zero$s
+    rm -rf "$dir" "$dir.resumed"
+    timeout 60 "./build/cuda/train_gpt2cu_sm90_zero$s" "${D2[@]}" -x 6 -n 3 -o "$dir" >"$dir.log" 2>&1
+    mkdir -p "$dir.resumed"
+    cp "$dir"/model_00000003.bin "$dir"/state_00000003_* "$dir.resumed/" 2>/dev/null
+    timeout 60 "./build/cuda/train_gpt2cu_sm90_zero$s" "${D2[@]}" -x 6 -n 3 -o "$dir.resumed" -y 1 >"$dir.resumed.log" 2>&1
+    straight=$(steps_of "$dir.log" | sed -n 4,6p)
+    resumed=$(steps_of "$dir.resumed.log")
+    if [ -n "$straight" ] && [ "$straight" = "$resumed" ]; then
+        echo "PASS zero${s}_resume_matches_straight_run: steps 4-6 identical"
+    else
+        echo "FAIL zero${s}_resume_matches_straight_run: straight [$(tr '\n' ';' <<<"$straight")] resumed [$(tr '\n' ';' <<<"$resumed")] (logs $dir.log, $dir.resumed.log)"
+    fi
+done
+if command -v mpirun >/dev/null 2>&1; then
+    MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 2)
+    timeout 60 ./build/cuda/train_gpt2cu_sm90_zero0 "${D2[@]}" -x 5 >"$OUT/mpi_reference.log" 2>&1
+    for s in 1 3; do
+        log=$OUT/mpi_np2_zero$s.log
+        timeout 120 "${MPIRUN[@]}" "./build/cuda/train_gpt2cu_mpi_sm90_zero$s" -i "$TRAIN" -e d2 -b 2 -t 64 -d 256 -v 0 -s 0 \
+            -l 1e-3 -u 2 -wt 60 -x 5 >"$log" 2>&1
+        worst=$(paste <(grep -E '^step +[0-9]+/' "$OUT/mpi_reference.log" | grep -o 'loss [0-9.]*' | awk '{print $2}') \
+                      <(grep -E '^step +[0-9]+/' "$log" | grep -o 'loss [0-9.]*' | awk '{print $2}') |
+                awk 'NF == 2 { d = $1 - $2; if (d < 0) d = -d; if (d > w) w = d; n++ } END { if (n == 5) printf "%.3g", w; else print "missing" }')
+        if [ "$worst" != "missing" ] && awk -v w="$worst" 'BEGIN { exit !(w < 2e-2) }'; then
+            echo "PASS zero${s}_mpi_backend_np2_matches_np1_stage0: max loss difference $worst over 5 steps (tolerance 2e-2)"
+        else
+            echo "FAIL zero${s}_mpi_backend_np2_matches_np1_stage0: max loss difference $worst (log $log: $(grep -m1 error "$log"))"
+        fi
+    done
+else
+    echo "skip: mpirun not found, the MPI backend's 2-rank check did not run"
+fi
 echo "total $(elapsed); logs in $OUT/"

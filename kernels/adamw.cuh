@@ -18,6 +18,14 @@
 
 #include "../common/cuda_utils.cuh"
 
+// The bf16 value AdamW stores for master weight w at flat-buffer index `index` in the step whose
+// seed is `seed`: stochastic rounding with 16 bits hashed from (seed, index). One function, so
+// that params_from_master_stochastic_kernel reproduces AdamW's parameters bit for bit.
+__device__ __forceinline__ bf16 adamw_round_param(float w, uint32_t seed, size_t index) {
+    uint32_t random_bits = hash_u32(((uint32_t)index * 0x9e3779b9u) ^ hash_u32(seed));
+    return float_to_bf16_stochastic(w, random_bits);
+}
+
 __global__ void adamw_kernel(bf16* params, float* master, const bf16* grads, float* m, float* v, size_t n, float lr,
                              float beta1, float beta2, float bias1, float bias2, float eps, float weight_decay,
                              float grad_scale, uint32_t seed, size_t index_base) {
@@ -32,14 +40,21 @@ __global__ void adamw_kernel(bf16* params, float* master, const bf16* grads, flo
     float w = master[i];
     w -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * w);
     master[i] = w;
-    uint32_t random_bits = hash_u32(((uint32_t)(index_base + i) * 0x9e3779b9u) ^ hash_u32(seed));
-    params[i] = float_to_bf16_stochastic(w, random_bits);
+    params[i] = adamw_round_param(w, seed, index_base + i);
 }
 
 // params (bf16, round to nearest) from master (fp32): after loading fp32 weights into master.
 __global__ void master_to_params_kernel(bf16* params, const float* master, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) params[i] = __float2bfloat16(master[i]);
+}
+
+// params (bf16) from master (fp32) exactly as adamw_kernel with `seed` wrote them: on resume,
+// where the master weights come from the checkpoint and the bf16 copy must match the run's.
+__global__ void params_from_master_stochastic_kernel(bf16* params, const float* master, size_t n, uint32_t seed,
+                                                     size_t index_base) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) params[i] = adamw_round_param(master[i], seed, index_base + i);
 }
 
 // master (fp32) from params (bf16): after loading bf16 weights.
@@ -66,6 +81,13 @@ static inline void adamw_update_cuda(bf16* params, float* master, const bf16* gr
 static inline void master_to_params_cuda(bf16* params, const float* master, size_t n, cudaStream_t stream) {
     if (n == 0) return;
     master_to_params_kernel<<<(unsigned)ceil_div_size(n, 512), 512, 0, stream>>>(params, master, n);
+    CUDA_CHECK_LAUNCH();
+}
+
+static inline void params_from_master_stochastic_cuda(bf16* params, const float* master, size_t n, uint32_t seed,
+                                                     size_t index_base, cudaStream_t stream) {
+    if (n == 0) return;
+    params_from_master_stochastic_kernel<<<(unsigned)ceil_div_size(n, 512), 512, 0, stream>>>(params, master, n, seed, index_base);
     CUDA_CHECK_LAUNCH();
 }
 

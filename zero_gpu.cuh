@@ -1,0 +1,837 @@
+/*
+ * zero_gpu.cuh: the GPU side of the ZeRO engine. zero.cuh includes it under __CUDACC__, after
+ * everything the two builds share; nothing else includes it.
+ *
+ * Same state (ZeroEngine), same interface, same shard layout, working-unit policy and
+ * accounting as the CPU engine in zero.cuh: the model asks for a unit's parameters
+ * (zero_params_unit, zero_params_prefetch, zero_params_unit_done), backward for a unit's
+ * gradient buffer (zero_grads_unit) and says when it is final (zero_grads_unit_ready), and the
+ * trainer brackets each optimizer step with zero_step_begin and zero_optimizer_step. The
+ * functions below keep the CPU engine's names and structure; what differs is where work runs:
+ *   - params and grads are bf16 on the device; master weights and Adam m, v are fp32 on the
+ *     device (DESIGN.md's 2Ψ+2Ψ+12Ψ rows, zero_state_bytes_formula_mixed);
+ *   - the model's kernels run on z->compute, every bulk collective on z->comm. A collective
+ *     starts behind an event recorded on the stream that produced its input, and records its
+ *     own event (op->done); whoever reads the result makes its stream wait on that event
+ *     (zero_stream_wait_op). Where the CPU engine's host blocks on an MPI request, the GPU
+ *     engine's compute stream waits instead: the host never waits inside forward or backward;
+ *   - stages 2-3 add each unit's reduced slice into the gradient shard on the comm stream,
+ *     right behind its reduce-scatter (the CPU engine does that addition when it finishes the
+ *     working unit);
+ *   - the optimizer step waits for the comm stream, reads the squared norm of the owned
+ *     gradient slices back (one host wait per step) and sums it over ranks with zero.cuh's
+ *     scalar MPI all-reduce; the 1/world_size average is folded into AdamW's gradient scale.
+ * The host waits only at the optimizer's norm read-back, at set-up, at checkpoints and where the
+ * trainer reads the loss, always through zero_device_wait: a poll with a clock that also checks
+ * NCCL for asynchronous errors. Past -wt seconds without a collective finishing, it names the
+ * oldest one not finished (rank, collective, unit, step), aborts the NCCL communicator and then
+ * every rank (MPI_Abort).
+ * Scalar collectives, barriers and checkpoint gathers go over MPI on the host, through the
+ * communication section of zero.cuh that the CPU build uses.
+ *
+ * Collective backends (compile time, `make train_gpt2cu ZERO_COMM=nccl|mpi`):
+ *   nccl (default)  NCCL on the comm stream, bf16, sum; one rank per GPU.
+ *   mpi             host-staged: the unit is copied to the host, converted to fp32, reduced or
+ *                   gathered with zero.cuh's MPI collectives, converted back and copied up. The
+ *                   host waits for each collective (no overlap) and sums in fp32, so losses match
+ *                   the NCCL backend to bf16 rounding, not bitwise; several ranks may share one
+ *                   GPU, which is what it is for (testing the multi-rank schedule on one GPU).
+ * With one rank no collective runs and no MPI call is made (train_gpt2cu without mpirun).
+ */
+#ifndef ZERO_GPU_CUH
+#define ZERO_GPU_CUH
+#ifndef ZERO_CUH
+#error "zero_gpu.cuh is part of zero.cuh; include zero.cuh"
+#endif
+
+#include "common/rng.h" // splitmix64: the per-step AdamW rounding seed
+#include "kernels/adamw.cuh"
+#include "kernels/global_norm.cuh"
+#include "kernels/residual.cuh"
+
+#if ZERO_COMM_MPI
+#define ZERO_COMM_NAME "MPI (host-staged)"
+#else
+#define ZERO_COMM_NAME "NCCL"
+#endif
+
+// The engine being used, for zero_abort_device_comm (a process has one).
+static ZeroEngine* zero_active_engine = NULL;
+
+// ============================================================================================
+// Ranks and devices
+
+static int zero_launched_by_mpi(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL || getenv("PMI_SIZE") != NULL;
+}
+
+/*
+ * Start the ranks and pick this rank's GPU. Under mpirun/srun: MPI starts, and each rank takes
+ * the GPU of its rank on the node (local rank). Run directly: one rank, no MPI at all (MPI is not
+ * initialized, so the engine makes no MPI call). NCCL cannot put two ranks on one GPU; the
+ * host-staged MPI backend can (device = local rank modulo the GPUs present).
+ */
+static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size) {
+    *rank = 0;
+    *world_size = 1;
+    int local_rank = 0;
+    if (zero_launched_by_mpi()) {
+        int provided;
+        MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); // MPI_CHECK reports, then aborts
+        MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
+        MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, world_size));
+        MPI_Comm node;
+        MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, *rank, MPI_INFO_NULL, &node));
+        MPI_CHECK(MPI_Comm_rank(node, &local_rank));
+        MPI_CHECK(MPI_Comm_free(&node));
+    }
+    int device_count = 0;
+    if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
+        fprintf(stderr, "error: rank %d: no CUDA device visible; expected a GPU (sm_80 or newer) for train_gpt2cu\n", *rank);
+        zero_abort_all_ranks(1);
+    }
+    if (!ZERO_COMM_MPI && *world_size > 1 && local_rank >= device_count) {
+        fprintf(stderr, "error: rank %d: local rank %d but only %d GPUs on this node; expected at most one rank per GPU "
+                "(NCCL cannot share a GPU between ranks; build with ZERO_COMM=mpi to test several ranks on one GPU)\n",
+                *rank, local_rank, device_count);
+        zero_abort_all_ranks(1);
+    }
+    CUDA_CHECK(cudaSetDevice(local_rank % device_count));
+}
+
+static void zero_ranks_stop(void) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) MPI_Finalize();
+}
+
+// Called by zero_abort_all_ranks before MPI_Abort: a rank blocked in an NCCL kernel would not
+// notice its peers going away, so the communicator is aborted first (NCCL docs, ncclCommAbort).
+static void zero_abort_device_comm(void) {
+#if !ZERO_COMM_MPI
+    ZeroEngine* z = zero_active_engine;
+    zero_active_engine = NULL; // once: ncclCommAbort itself may fail and call back here
+    if (z != NULL && z->nccl != NULL) ncclCommAbort(z->nccl);
+#endif
+}
+
+// ============================================================================================
+// Waiting: the host (timed) and the streams (events)
+
+// NCCL's asynchronous error state (a peer vanished, a network error): one line, then abort.
+static void zero_check_comm_error(ZeroEngine* z) {
+#if !ZERO_COMM_MPI
+    if (z->nccl == NULL) return;
+    ncclResult_t state = ncclSuccess;
+    NCCL_CHECK(ncclCommGetAsyncError(z->nccl, &state));
+    if (state != ncclSuccess && state != ncclInProgress) {
+        fprintf(stderr, "error: rank %d: NCCL reports %s at step %d; expected every rank's collectives to complete; aborting all ranks\n",
+                z->rank, ncclGetErrorString(state), z->step);
+        zero_abort_all_ranks(1);
+    }
+#else
+    (void)z;
+#endif
+}
+
+// The oldest device collective whose done event has not fired, or NULL.
+static const ZeroOp* zero_oldest_unfinished_op(const ZeroEngine* z) {
+    const ZeroOp* oldest = NULL;
+    int n = z->layout->num_units;
+    const ZeroOp* lists[2] = {z->grad_ops, z->param_ops};
+    for (int l = 0; l < 2; l++) {
+        if (lists[l] == NULL) continue;
+        for (int u = 0; u < n; u++) {
+            const ZeroOp* op = &lists[l][u];
+            if (op->issued > 0 && cudaEventQuery(op->done) == cudaErrorNotReady && (oldest == NULL || op->issued < oldest->issued)) oldest = op;
+        }
+    }
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
+        const ZeroOp* ops[2] = {&z->param_work[i].op, &z->grad_work[i].op};
+        for (int k = 0; k < 2; k++)
+            if (ops[k]->issued > 0 && cudaEventQuery(ops[k]->done) == cudaErrorNotReady && (oldest == NULL || ops[k]->issued < oldest->issued)) oldest = ops[k];
+    }
+    return oldest;
+}
+
+/*
+ * The host waits until `event` has fired, polling with a clock (the GPU twin of zero_op_wait).
+ * The host runs ahead of the GPU by up to a step, so the clock measures the time without
+ * progress: it restarts whenever the oldest unfinished collective changes (one finished). Past
+ * z->timeout_s without progress, that collective is named as zero_op_wait names a stuck MPI
+ * request (rank, collective, unit, step), then the NCCL communicator and every rank are aborted.
+ * With one rank there is nothing to wait for from peers: no timeout (CUDA errors still end it).
+ */
+static void zero_device_wait(ZeroEngine* z, cudaEvent_t event, const char* what) {
+    double start = zero_clock(), last_look = start;
+    long long oldest_seen = -1;
+    long spins = 0;
+    for (;;) {
+        cudaError_t state = cudaEventQuery(event);
+        if (state == cudaSuccess) break;
+        if (state != cudaErrorNotReady) CUDA_CHECK(state);
+        double now = zero_clock();
+        if (z->world_size > 1 && now - last_look > 0.01) { // look at the collectives every 10 ms
+            last_look = now;
+            zero_check_comm_error(z);
+            const ZeroOp* oldest = zero_oldest_unfinished_op(z);
+            long long id = oldest != NULL ? oldest->issued : 0;
+            if (id != oldest_seen) { oldest_seen = id; start = now; } // progress: restart the clock
+            if (now - start > z->timeout_s) {
+                if (oldest != NULL) {
+                    zero_report_timeout(z, oldest, oldest->step, now - start);
+                } else {
+                    fprintf(stderr, "error: rank %d: waiting for the GPU (%s) at step %d waited %.1f s, longer than -wt %g s; "
+                            "expected its kernels to finish (a kernel is stuck); aborting all ranks\n",
+                            z->rank, what, z->step, now - start, z->timeout_s);
+                }
+                zero_abort_all_ranks(1);
+            }
+        }
+        if (++spins > 100) { // after a short spin, let other processes (ranks sharing a GPU) run
+            struct timespec ts = {0, 50000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+// The host waits for everything queued so far on `stream` (timed).
+static void zero_stream_synchronize(ZeroEngine* z, cudaStream_t stream, const char* what) {
+    CUDA_CHECK(cudaEventRecord(z->host_mark, stream));
+    zero_device_wait(z, z->host_mark, what);
+}
+
+// `waiter` runs nothing more until everything queued so far on `producer` is done.
+static void zero_stream_after(cudaStream_t waiter, cudaStream_t producer, cudaEvent_t mark) {
+    CUDA_CHECK(cudaEventRecord(mark, producer));
+    CUDA_CHECK(cudaStreamWaitEvent(waiter, mark, 0));
+}
+
+// `stream` waits for op's collective (a no-op when the op was never issued).
+static void zero_stream_wait_op(cudaStream_t stream, const ZeroOp* op) {
+    CUDA_CHECK(cudaStreamWaitEvent(stream, op->done, 0));
+}
+
+// Between the engine's calls: NCCL's error state (cheap; the host does not wait here).
+static void zero_device_progress(ZeroEngine* z) { zero_check_comm_error(z); }
+
+// Everything queued on the compute stream, including what it waits for on the comm stream,
+// is done: the host may read device results (losses, logits). Timed like every host wait.
+static void zero_device_synchronize(ZeroEngine* z, const char* what) {
+    zero_stream_after(z->compute, z->comm, z->comm_mark);
+    zero_stream_synchronize(z, z->compute, what);
+}
+
+// ============================================================================================
+// Device collectives on the comm stream
+
+// Start a device collective on op: zero.cuh's counting (zero_op_begin), and its issue order and
+// step for the timeout diagnosis. The comm stream orders collectives on the same op, so a new
+// one may be queued while the previous one is still pending.
+static void zero_device_op_begin(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, int unit, const char* what, long long sent) {
+    op->kind = ZERO_OP_NONE;
+    zero_op_begin(z, op, kind, unit, what, sent);
+    op->issued = ++z->ops_issued;
+    op->step = z->step;
+}
+
+// Host buffers of one unit (the largest), for set-up, checkpoints and the MPI backend.
+static void zero_host_staging(ZeroEngine* z, float** host_float, bf16** host_bf16) {
+    if (z->host_float == NULL) {
+        size_t n = 0;
+        for (int u = 0; u < z->layout->num_units; u++)
+            if (z->layout->units[u].padded_numel > n) n = z->layout->units[u].padded_numel;
+        z->host_float = (float*)zero_calloc(n, sizeof(float), "host staging (fp32 unit)");
+        z->host_bf16 = (bf16*)zero_calloc(n, sizeof(bf16), "host staging (bf16 unit)");
+    }
+    if (host_float) *host_float = z->host_float;
+    if (host_bf16) *host_bf16 = z->host_bf16;
+}
+
+#if ZERO_COMM_MPI
+// Host-staged collective: device bf16 -> host fp32 -> zero.cuh's MPI collective (counted and
+// timed there) -> bf16 -> device, on the comm stream; the host waits for each step of it.
+static void zero_host_staged_collective(ZeroEngine* z, ZeroOpKind kind, const bf16* mine, bf16* buf, size_t n,
+                                        int unit, const char* what) {
+    size_t shard = n / (size_t)z->world_size, first = (size_t)z->rank * shard;
+    float* host;
+    bf16* host_half;
+    zero_host_staging(z, &host, &host_half);
+    // Down: the whole unit (all-reduce, reduce-scatter) or this rank's slice (all-gather).
+    size_t down_at = kind == ZERO_OP_ALL_GATHER ? first : 0, down_n = kind == ZERO_OP_ALL_GATHER ? shard : n;
+    const bf16* src = kind == ZERO_OP_ALL_GATHER && mine != NULL ? mine : buf + down_at;
+    zero_stream_synchronize(z, z->comm, what); // the input is ready once the comm stream's queue is
+    CUDA_CHECK(cudaMemcpy(host_half, src, down_n * sizeof(bf16), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < down_n; i++) host[down_at + i] = __bfloat162float(host_half[i]);
+    ZeroOp op = {.kind = ZERO_OP_NONE};
+    if (kind == ZERO_OP_ALL_REDUCE) zero_op_all_reduce(z, &op, host, n, unit, what);
+    else if (kind == ZERO_OP_REDUCE_SCATTER) zero_op_reduce_scatter(z, &op, host, n, unit, what);
+    else zero_op_all_gather(z, &op, NULL, host, n, unit, what);
+    zero_op_wait(z, &op);
+    // Up: the whole unit, or (reduce-scatter) the rank's reduced slice, which MPI leaves at the
+    // start of the buffer, to its own place as NCCL's in-place reduce-scatter would.
+    size_t up_from = 0, up_to = kind == ZERO_OP_REDUCE_SCATTER ? first : 0, up_n = kind == ZERO_OP_REDUCE_SCATTER ? shard : n;
+    for (size_t i = 0; i < up_n; i++) host_half[i] = __float2bfloat16(host[up_from + i]);
+    CUDA_CHECK(cudaMemcpyAsync(buf + up_to, host_half, up_n * sizeof(bf16), cudaMemcpyHostToDevice, z->comm));
+    zero_stream_synchronize(z, z->comm, what); // host_half is reused by the next collective
+}
+#endif
+
+/*
+ * One collective over a unit of n bf16 elements (n divisible by world_size; shard = n/world_size)
+ * on the comm stream; op->done fires when it is complete. The caller has made the comm stream
+ * wait for the input's producer.
+ *   ZERO_OP_ALL_REDUCE      buf (n) summed over ranks, in place: 2n(N-1)/N elements sent
+ *   ZERO_OP_REDUCE_SCATTER  buf (n) in; this rank's summed slice out at buf + rank*shard (NCCL's
+ *                           in-place form): n(N-1)/N sent
+ *   ZERO_OP_ALL_GATHER      every rank's slice (from `mine`, or already at buf + rank*shard when
+ *                           mine is NULL) into buf (n): n(N-1)/N sent
+ * With one rank nothing moves (an all-gather from elsewhere copies the slice into place).
+ */
+static void zero_device_collective(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, const bf16* mine, bf16* buf, size_t n,
+                                   int unit, const char* what) {
+    int N = z->world_size;
+    size_t shard = n / (size_t)N;
+    bf16* own = buf + (size_t)z->rank * shard;
+    if (N == 1) {
+        if (kind == ZERO_OP_ALL_GATHER && mine != NULL && mine != own)
+            CUDA_CHECK(cudaMemcpyAsync(own, mine, shard * sizeof(bf16), cudaMemcpyDeviceToDevice, z->comm));
+    } else {
+#if ZERO_COMM_MPI
+        zero_host_staged_collective(z, kind, mine, buf, n, unit, what); // counted by zero_op_*
+        op->kind = kind, op->unit = unit, op->what = what, op->step = z->step;
+#else
+        long long sent = kind == ZERO_OP_ALL_REDUCE ? zero_ring_all_reduce_elements(n, N)
+                       : kind == ZERO_OP_REDUCE_SCATTER ? zero_ring_reduce_scatter_elements(n, N)
+                       : zero_ring_all_gather_elements(n, N);
+        zero_device_op_begin(z, op, kind, unit, what, sent);
+        if (kind == ZERO_OP_ALL_REDUCE)
+            NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclBfloat16, ncclSum, z->nccl, z->comm));
+        else if (kind == ZERO_OP_REDUCE_SCATTER)
+            NCCL_CHECK(ncclReduceScatter(buf, own, shard, ncclBfloat16, ncclSum, z->nccl, z->comm));
+        else
+            NCCL_CHECK(ncclAllGather(mine != NULL ? mine : own, buf, shard, ncclBfloat16, z->nccl, z->comm));
+#endif
+    }
+    CUDA_CHECK(cudaEventRecord(op->done, z->comm));
+}
+
+// ============================================================================================
+// Set-up
+
+static void* zero_device_calloc(size_t n, size_t elem, const char* what) {
+    if (n == 0) return NULL;
+    void* p = NULL;
+    cudaError_t err = cudaMalloc(&p, n * elem);
+    if (err != cudaSuccess) {
+        fprintf(stderr, "error: out of GPU memory allocating %s (%.1f MiB): %s; expected a smaller model, -b/-t or a higher ZeRO stage\n",
+                what, n * elem / 1048576.0, cudaGetErrorString(err));
+        exit(1);
+    }
+    CUDA_CHECK(cudaMemset(p, 0, n * elem));
+    return p;
+}
+
+static void zero_op_init(ZeroOp* op) {
+    memset(op, 0, sizeof(*op));
+    op->kind = ZERO_OP_NONE;
+    op->unit = -1;
+    CUDA_CHECK(cudaEventCreateWithFlags(&op->done, cudaEventDisableTiming));
+}
+
+/*
+ * Allocate what this rank stores at ZERO_STAGE (zero_buffer_numel with master weights), the
+ * working units (zero_working_numel), streams and events, and (NCCL, world_size > 1) the
+ * communicator: rank 0 makes the unique id and MPI carries it to every rank (NCCL docs,
+ * "Creating a communicator with options" / ncclCommInitRank). Every rank calls it.
+ */
+static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size) {
+    memset(z, 0, sizeof(*z));
+    if (layout->world_size != world_size) {
+        fprintf(stderr, "error: internal: layout padded for %d ranks used with %d\n", layout->world_size, world_size);
+        exit(1);
+    }
+    z->layout = layout;
+    z->rank = rank;
+    z->world_size = world_size;
+    z->timeout_s = 300.0f;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&z->compute, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&z->comm, cudaStreamNonBlocking));
+    size_t params_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_PARAMS, 1);
+    size_t grads_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_GRADS, 1);
+    size_t state_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_ADAM_M, 1); // master, m, v alike
+    z->params = (bf16*)zero_device_calloc(params_n, sizeof(bf16), "parameters (bf16)");
+    z->grads = (bf16*)zero_device_calloc(grads_n, sizeof(bf16), "gradients (bf16)");
+    z->master = (float*)zero_device_calloc(zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_MASTER, 1), sizeof(float), "master weights");
+    z->m = (float*)zero_device_calloc(state_n, sizeof(float), "Adam m");
+    z->v = (float*)zero_device_calloc(state_n, sizeof(float), "Adam v");
+    z->bytes_params = params_n * sizeof(bf16);
+    z->bytes_grads = grads_n * sizeof(bf16);
+    z->bytes_optimizer = 3 * state_n * sizeof(float);
+    int n = layout->num_units;
+    if (ZERO_STAGE <= 1) {
+        z->grad_ops = (ZeroOp*)zero_calloc((size_t)n, sizeof(ZeroOp), "gradient collectives");
+        for (int u = 0; u < n; u++) zero_op_init(&z->grad_ops[u]);
+    }
+    if (ZERO_STAGE == 1 || ZERO_STAGE == 2) {
+        z->param_ops = (ZeroOp*)zero_calloc((size_t)n, sizeof(ZeroOp), "parameter collectives");
+        for (int u = 0; u < n; u++) zero_op_init(&z->param_ops[u]);
+    }
+    size_t layer_n = zero_max_layer_unit_numel(layout);
+    size_t emb_n = layout->units[UNIT_EMBEDDING].padded_numel;
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
+        size_t cap = i == 0 ? emb_n : layer_n;
+        ZeroWorkingUnit* units[2] = {&z->param_work[i], &z->grad_work[i]};
+        for (int k = 0; k < 2; k++) {
+            zero_op_init(&units[k]->op);
+            CUDA_CHECK(cudaEventCreateWithFlags(&units[k]->released, cudaEventDisableTiming));
+            units[k]->unit = -1;
+        }
+        if (ZERO_STAGE == 3) {
+            z->param_work[i].data = (bf16*)zero_device_calloc(cap, sizeof(bf16), "parameter working unit");
+            z->param_work[i].capacity = cap;
+        }
+        if (ZERO_STAGE >= 2) {
+            z->grad_work[i].data = (bf16*)zero_device_calloc(cap, sizeof(bf16), "gradient working unit");
+            z->grad_work[i].capacity = cap;
+        }
+    }
+    z->bytes_working = zero_working_numel(layout, ZERO_STAGE) * sizeof(bf16);
+    CUDA_CHECK(cudaEventCreateWithFlags(&z->compute_mark, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&z->comm_mark, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&z->host_mark, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreate(&z->wait_begin));
+    CUDA_CHECK(cudaEventCreate(&z->wait_end));
+    z->norm_device = (float*)zero_device_calloc(1, sizeof(float), "gradient norm");
+    z->norm_scratch = (float*)zero_device_calloc(GLOBAL_NORM_BLOCKS, sizeof(float), "gradient norm scratch");
+    CUDA_CHECK(cudaMallocHost((void**)&z->norm_host, sizeof(float)));
+    // The memsets above ran on the legacy stream, which the non-blocking streams do not order
+    // against: finish them before any engine or model work.
+    CUDA_CHECK(cudaDeviceSynchronize());
+#if !ZERO_COMM_MPI
+    z->nccl = NULL;
+    if (world_size > 1) {
+        ncclUniqueId id;
+        if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+        MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
+        NCCL_CHECK(ncclCommInitRank(&z->nccl, world_size, id, rank));
+    }
+#endif
+    zero_active_engine = z;
+}
+
+// Every collective and kernel still queued has finished (timed): before freeing or reading back.
+static void zero_wait_all(ZeroEngine* z) {
+    zero_device_synchronize(z, "the last collectives");
+}
+
+static void zero_free(ZeroEngine* z) {
+    zero_wait_all(z);
+#if !ZERO_COMM_MPI
+    if (z->nccl != NULL) NCCL_CHECK(ncclCommDestroy(z->nccl));
+    z->nccl = NULL;
+#endif
+    zero_active_engine = NULL;
+    CUDA_CHECK(cudaFree(z->params)); CUDA_CHECK(cudaFree(z->grads));
+    CUDA_CHECK(cudaFree(z->master)); CUDA_CHECK(cudaFree(z->m)); CUDA_CHECK(cudaFree(z->v));
+    int n = z->layout->num_units;
+    for (int u = 0; z->grad_ops && u < n; u++) CUDA_CHECK(cudaEventDestroy(z->grad_ops[u].done));
+    for (int u = 0; z->param_ops && u < n; u++) CUDA_CHECK(cudaEventDestroy(z->param_ops[u].done));
+    free(z->grad_ops); free(z->param_ops);
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
+        ZeroWorkingUnit* units[2] = {&z->param_work[i], &z->grad_work[i]};
+        for (int k = 0; k < 2; k++) {
+            CUDA_CHECK(cudaFree(units[k]->data));
+            CUDA_CHECK(cudaEventDestroy(units[k]->op.done));
+            CUDA_CHECK(cudaEventDestroy(units[k]->released));
+        }
+    }
+    CUDA_CHECK(cudaEventDestroy(z->compute_mark)); CUDA_CHECK(cudaEventDestroy(z->comm_mark));
+    CUDA_CHECK(cudaEventDestroy(z->host_mark));
+    CUDA_CHECK(cudaEventDestroy(z->wait_begin)); CUDA_CHECK(cudaEventDestroy(z->wait_end));
+    CUDA_CHECK(cudaFree(z->norm_device)); CUDA_CHECK(cudaFree(z->norm_scratch));
+    CUDA_CHECK(cudaFreeHost(z->norm_host));
+    free(z->host_float); free(z->host_bf16);
+    CUDA_CHECK(cudaStreamDestroy(z->compute));
+    CUDA_CHECK(cudaStreamDestroy(z->comm));
+}
+
+// This rank's slice of a unit in a bf16 buffer (params, grads), as zero_owned for fp32 ones.
+static bf16* zero_owned(const ZeroEngine* z, bf16* buffer, ZeroBuffer which, int unit) {
+    return buffer + zero_owned_offset(z->layout, ZERO_STAGE, which, z->rank, unit);
+}
+
+// ============================================================================================
+// Working units (stages 2, 3): zero.cuh's zero_work_find / zero_work_take pick them, as on the CPU
+
+// Stage 2/3: the compute stream waits for the unit's reduce-scatter and the addition of its
+// slice into the gradient shard, both queued on the comm stream by zero_grads_unit_ready; then
+// the working unit is free.
+static void zero_grad_work_finish(ZeroEngine* z, ZeroWorkingUnit* w) {
+    zero_stream_wait_op(z->compute, &w->op);
+    w->unit = -1;
+}
+
+// Stage 3: start gathering `unit` into a free working unit; NULL if none is free.
+static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
+    ZeroWorkingUnit* w = zero_work_take(z, z->param_work, unit);
+    if (w == NULL) return NULL;
+    const ParamUnit* u = &z->layout->units[unit];
+    // The gather overwrites the working unit: after the compute stream's last read of it.
+    CUDA_CHECK(cudaStreamWaitEvent(z->comm, w->released, 0));
+    // All-gather: shard_numel elements from each rank's parameter shard into the working unit
+    // (padded_numel elements), so every rank holds the whole unit until zero_params_unit_done.
+    zero_device_collective(z, &w->op, ZERO_OP_ALL_GATHER, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit), w->data,
+                           u->padded_numel, unit, "parameters");
+    return w;
+}
+
+// ============================================================================================
+// What the model calls (the CPU engine's functions of the same names, on streams)
+
+/*
+ * The unit's full bf16 parameters (padded_numel elements, tensors at their unit offsets), ready
+ * for kernels on the compute stream, valid until zero_params_unit_done. Stages 1, 2: the
+ * compute stream waits for the unit's all-gather from the last optimizer step. Stage 3: the
+ * prefetched working unit, or a gather started now; the compute stream waits for it.
+ */
+static bf16* zero_params_unit(ZeroEngine* z, int unit) {
+    zero_device_progress(z);
+    if (ZERO_STAGE == 3) {
+        ZeroWorkingUnit* w = zero_work_find(z->param_work, unit);
+        if (w == NULL) w = zero_param_work_gather(z, unit);
+        if (w == NULL) {
+            fprintf(stderr, "error: internal: no free working unit for unit %d (a unit was not handed back)\n", unit);
+            zero_abort_all_ranks(1);
+        }
+        zero_stream_wait_op(z->compute, &w->op);
+        return w->data;
+    }
+    if (z->param_ops) zero_stream_wait_op(z->compute, &z->param_ops[unit]);
+    return z->params + z->layout->units[unit].offset;
+}
+
+// Start bringing in the unit the model needs next while it computes this one (stage 3 only).
+static void zero_params_prefetch(ZeroEngine* z, int unit) {
+    if (ZERO_STAGE != 3 || unit < 0 || zero_work_find(z->param_work, unit) != NULL) return;
+    zero_param_work_gather(z, unit); // none free: it is gathered when asked for
+}
+
+// The model is done with the unit's parameters: stage 3 frees its working unit once the
+// compute stream's kernels that read it have run (event; the next gather into it waits).
+static void zero_params_unit_done(ZeroEngine* z, int unit) {
+    if (ZERO_STAGE == 3) {
+        ZeroWorkingUnit* w = zero_work_find(z->param_work, unit);
+        if (w != NULL) {
+            CUDA_CHECK(cudaEventRecord(w->released, z->compute));
+            w->unit = -1;
+        }
+    }
+    zero_device_progress(z);
+}
+
+/*
+ * The bf16 buffer backward accumulates the unit's gradients into (padded_numel elements); called
+ * once per unit per backward. Stages 0, 1: the unit in the full gradient buffer (accumulating
+ * over micro-steps). Stages 2, 3: a working unit zeroed on the compute stream; when none is free,
+ * the oldest unit's reduce-scatter is finished first (the compute stream waits for it).
+ */
+static bf16* zero_grads_unit(ZeroEngine* z, int unit) {
+    zero_device_progress(z);
+    if (ZERO_STAGE >= 2) {
+        // Still reducing from the previous micro-step (the embedding unit is the last one
+        // backward finishes and the first it starts): finish that reduce-scatter first.
+        ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
+        if (w != NULL) zero_grad_work_finish(z, w);
+        w = zero_work_take(z, z->grad_work, unit);
+        if (w == NULL) {
+            ZeroWorkingUnit* oldest = NULL;
+            int first = unit == UNIT_EMBEDDING ? 0 : 1, last = unit == UNIT_EMBEDDING ? 0 : ZERO_WORKING_UNITS - 1;
+            for (int i = first; i <= last; i++)
+                if (oldest == NULL || z->grad_work[i].age < oldest->age) oldest = &z->grad_work[i];
+            zero_grad_work_finish(z, oldest);
+            w = zero_work_take(z, z->grad_work, unit);
+        }
+        // A free working unit was finished (compute waited for its last reduce-scatter): zero it.
+        CUDA_CHECK(cudaMemsetAsync(w->data, 0, z->layout->units[unit].padded_numel * sizeof(bf16), z->compute));
+        return w->data;
+    }
+    return z->grads + z->layout->units[unit].offset;
+}
+
+/*
+ * Backward has finished this unit for this micro-step: the comm stream waits for the compute
+ * stream's kernels so far (an event) and starts the unit's collective, while compute goes on
+ * with the units below it. last_micro_step as in the CPU engine: stages 0, 1 reduce only on
+ * the last micro-step; stages 2, 3 reduce-scatter every micro-step and add the slice into the
+ * gradient shard right behind it on the comm stream.
+ */
+static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) {
+    const ParamUnit* u = &z->layout->units[unit];
+    if (ZERO_STAGE <= 1 && !last_micro_step) { zero_device_progress(z); return; }
+    zero_stream_after(z->comm, z->compute, z->compute_mark);
+    if (ZERO_STAGE == 0) {
+        // All-reduce: padded_numel elements of this unit's gradients, in place in the full buffer.
+        zero_device_collective(z, &z->grad_ops[unit], ZERO_OP_ALL_REDUCE, NULL, z->grads + u->offset, u->padded_numel,
+                               unit, "gradients");
+    } else if (ZERO_STAGE == 1) {
+        // Reduce-scatter in place: the unit's padded_numel gradients in, this rank's reduced
+        // shard_numel slice out at its own place in the unit (where AdamW reads it).
+        zero_device_collective(z, &z->grad_ops[unit], ZERO_OP_REDUCE_SCATTER, NULL, z->grads + u->offset, u->padded_numel,
+                               unit, "gradients");
+    } else {
+        ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
+        if (w == NULL) {
+            fprintf(stderr, "error: internal: unit %d marked ready without a gradient working unit\n", unit);
+            zero_abort_all_ranks(1);
+        }
+        // Reduce-scatter in place on the working unit: padded_numel elements in, this rank's
+        // shard_numel reduced slice out at w->data + rank*shard_numel, then added into the
+        // shard (bf16) on the same stream: shard += this micro-step's reduced slice.
+        zero_device_collective(z, &w->op, ZERO_OP_REDUCE_SCATTER, NULL, w->data, u->padded_numel, unit, "gradients");
+        bf16* shard = zero_owned(z, z->grads, ZERO_BUF_GRADS, unit);
+        residual_forward_cuda(shard, shard, w->data + (size_t)z->rank * u->shard_numel, u->shard_numel, z->comm);
+        CUDA_CHECK(cudaEventRecord(w->op.done, z->comm)); // done = reduced and added
+    }
+    zero_device_progress(z);
+}
+
+// Zero the stored gradients (full buffer or shard) before a step's first micro-step.
+static void zero_grads_zero(ZeroEngine* z) {
+    size_t n = zero_buffer_numel(z->layout, ZERO_STAGE, ZERO_BUF_GRADS, 1);
+    CUDA_CHECK(cudaMemsetAsync(z->grads, 0, n * sizeof(bf16), z->compute));
+}
+
+// Start optimizer step `step` (from 1, as printed): per-step counters and gradients to zero.
+static void zero_step_begin(ZeroEngine* z, int step) {
+    z->step = step;
+    z->sent_elements_step = 0;
+    z->scalar_all_reduces_step = 0;
+    z->comm_wait_s_step = 0.0;
+    zero_grads_zero(z);
+}
+
+/*
+ * Optimizer step t (from 1) with learning rate lr, on the slices this rank owns (the CPU
+ * engine's steps 1-5, on the compute stream):
+ *   1. the compute stream waits for the comm stream (every unit's reduction and, stages 2-3,
+ *      the additions into the shard); the time it stands still there is the exposed
+ *      communication, timed with events
+ *   2. average: the collectives summed over ranks; 1/world_size is folded into the norm and
+ *      into AdamW's gradient scale instead of a pass over the gradients
+ *   3. global norm: squared norms of the owned slices (device), read back (the step's one host
+ *      wait), one scalar all-reduce over MPI (zero_all_reduce_sum, as on the CPU)
+ *   4. clip coefficient, AdamW on the owned slices, tensor by tensor (weight decay on 2-D
+ *      tensors only); bf16 parameters by stochastic rounding keyed by step and global index
+ *   5. stages 1, 2: all-gather each unit's updated slice on the comm stream, behind an event
+ *      recorded after that unit's AdamW; the next forward waits for it unit by unit
+ * Returns the global norm before clipping.
+ */
+static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr, int t) {
+    const ParamLayout* layout = z->layout;
+    int N = z->world_size;
+    // 1. Wait for the collectives.
+    CUDA_CHECK(cudaEventRecord(z->wait_begin, z->compute));
+    zero_stream_after(z->compute, z->comm, z->comm_mark);
+    CUDA_CHECK(cudaEventRecord(z->wait_end, z->compute));
+    if (ZERO_STAGE >= 2) // covered by the wait above: free the working units
+        for (int i = 0; i < ZERO_WORKING_UNITS; i++) z->grad_work[i].unit = -1;
+    if (ZERO_STAGE == 3) { // gathered units are stale once the shard changes: free them
+        for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
+            CUDA_CHECK(cudaEventRecord(z->param_work[i].released, z->compute));
+            z->param_work[i].unit = -1;
+        }
+    }
+    // 3. Global norm from the owned slices (stage 0 too: each rank sums its slice, then one
+    // scalar all-reduce), so every stage adds the same numbers in the same order.
+    for (int unit = 0; unit < layout->num_units; unit++)
+        norm_squared_cuda(z->norm_device, z->norm_scratch, zero_owned(z, z->grads, ZERO_BUF_GRADS, unit),
+                          layout->units[unit].shard_numel, unit > 0, z->compute);
+    CUDA_CHECK(cudaMemcpyAsync(z->norm_host, z->norm_device, sizeof(float), cudaMemcpyDeviceToHost, z->compute));
+    zero_stream_synchronize(z, z->compute, "gradient norm");
+    double inv_world = 1.0 / (double)N;
+    double norm_sq = zero_all_reduce_sum(z, (double)*z->norm_host, "grad norm") * inv_world * inv_world;
+    float norm = (float)sqrt(norm_sq);
+    float wait_ms = 0.0f;
+    CUDA_CHECK(cudaEventElapsedTime(&wait_ms, z->wait_begin, z->wait_end));
+    z->comm_wait_s_step += wait_ms / 1000.0;
+    z->comm_wait_s_total += wait_ms / 1000.0;
+    // 4. Clip coefficient as torch.nn.utils.clip_grad_norm_ computes it: max_norm / (norm + 1e-6), capped at 1.
+    float clip_coef = opt->grad_clip > 0.0f ? opt->grad_clip / (norm + 1e-6f) : 1.0f;
+    float grad_scale = (clip_coef < 1.0f ? clip_coef : 1.0f) * (float)inv_world;
+    uint32_t seed = (uint32_t)splitmix64((uint64_t)t);
+    for (int unit = 0; unit < layout->num_units; unit++) {
+        const ParamUnit* u = &layout->units[unit];
+        size_t begin, end;
+        zero_update_range(z, unit, &begin, &end);
+        // Each buffer's element `begin` of this unit, full or shard as the stage stores it.
+        bf16* p = ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset + begin;
+        bf16* g = ZERO_STAGE >= 2 ? zero_owned(z, z->grads, ZERO_BUF_GRADS, unit) : z->grads + u->offset + begin;
+        float* w = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset + begin;
+        float* m = ZERO_STAGE >= 1 ? zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit) : z->m + u->offset + begin;
+        float* v = ZERO_STAGE >= 1 ? zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit) : z->v + u->offset + begin;
+        for (int i = 0; i < u->num_tensors; i++) {
+            const ParamTensor* pt = &layout->tensors[u->first_tensor + i];
+            size_t first;
+            size_t len = zero_tensor_overlap(pt, begin, end, &first);
+            if (len == 0) continue;
+            size_t o = first - begin;
+            float wd = pt->ndim == 2 ? opt->weight_decay : 0.0f;
+            adamw_update_cuda(p + o, w + o, g + o, m + o, v + o, len, lr, opt->beta1, opt->beta2, opt->eps, wd,
+                              grad_scale, t, seed, u->offset + first, z->compute);
+        }
+        // 5. All-gather in place: this rank's updated shard_numel slice out, the unit's
+        // padded_numel parameters in; the next forward waits for it when it reaches this unit.
+        if (ZERO_STAGE == 1 || ZERO_STAGE == 2) {
+            zero_stream_after(z->comm, z->compute, z->compute_mark);
+            zero_device_collective(z, &z->param_ops[unit], ZERO_OP_ALL_GATHER, NULL, z->params + u->offset, u->padded_numel,
+                                   unit, "parameters");
+        }
+        zero_device_progress(z);
+    }
+    // What the comm stream does next (stage 3's gathers of the updated shards, the next step's
+    // reductions) comes after this step's AdamW kernels.
+    zero_stream_after(z->comm, z->compute, z->compute_mark);
+    return norm;
+}
+
+// ============================================================================================
+// Parameters and optimizer state in and out (set-up, checkpoints, resume); every rank calls these
+
+/*
+ * Set one unit's parameters from a full fp32 copy of it on the host (init or a model file): the
+ * master weights get the part this rank stores exactly, the bf16 parameters (full unit, or the
+ * shard at stage 3) their round-to-nearest value. Host-synchronous.
+ */
+static void zero_set_unit_params(ZeroEngine* z, int unit, const float* unit_buf) {
+    const ParamUnit* u = &z->layout->units[unit];
+    zero_device_synchronize(z, "setting parameters"); // no collective is still reading or writing them
+    size_t begin, end;
+    zero_update_range(z, unit, &begin, &end);
+    float* master = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset;
+    CUDA_CHECK(cudaMemcpyAsync(master, unit_buf + begin, (end - begin) * sizeof(float), cudaMemcpyHostToDevice, z->compute));
+    bf16* host_half;
+    zero_host_staging(z, NULL, &host_half);
+    size_t from = ZERO_STAGE == 3 ? (size_t)z->rank * u->shard_numel : 0, n = ZERO_STAGE == 3 ? u->shard_numel : u->padded_numel;
+    for (size_t i = 0; i < n; i++) host_half[i] = __float2bfloat16(unit_buf[from + i]);
+    bf16* params = ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset;
+    CUDA_CHECK(cudaMemcpyAsync(params, host_half, n * sizeof(bf16), cudaMemcpyHostToDevice, z->compute));
+    zero_stream_synchronize(z, z->compute, "setting parameters"); // host_half is reused
+    if (ZERO_STAGE == 3) // a gathered copy of the old values is stale
+        for (int i = 0; i < ZERO_WORKING_UNITS; i++) z->param_work[i].unit = -1;
+}
+
+/*
+ * Resume: rewrite the bf16 parameters from the fp32 master weights exactly as AdamW step t
+ * wrote them (the same stochastic rounding, keyed by step and global index: kernels/adamw.cuh),
+ * then stages 1-2 all-gather them as that step did. The master weights come from the model file
+ * (fp32, exact), so the bf16 parameters are bit-identical to those of the run that wrote the
+ * checkpoint. (The CPU build needs no such step: its parameters are their own master copy.)
+ */
+static void zero_params_round_as_step(ZeroEngine* z, int t) {
+    const ParamLayout* layout = z->layout;
+    uint32_t seed = (uint32_t)splitmix64((uint64_t)t);
+    zero_device_synchronize(z, "rounding parameters");
+    for (int unit = 0; unit < layout->num_units; unit++) {
+        const ParamUnit* u = &layout->units[unit];
+        size_t begin, end;
+        zero_update_range(z, unit, &begin, &end);
+        bf16* p = ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset + begin;
+        float* w = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset + begin;
+        params_from_master_stochastic_cuda(p, w, end - begin, seed, u->offset + begin, z->compute);
+        if (ZERO_STAGE == 1 || ZERO_STAGE == 2) {
+            zero_stream_after(z->comm, z->compute, z->compute_mark);
+            zero_device_collective(z, &z->param_ops[unit], ZERO_OP_ALL_GATHER, NULL, z->params + u->offset, u->padded_numel,
+                                   unit, "parameters (resume)");
+        }
+    }
+    if (ZERO_STAGE == 3)
+        for (int i = 0; i < ZERO_WORKING_UNITS; i++) z->param_work[i].unit = -1;
+    zero_device_synchronize(z, "rounding parameters");
+}
+
+// Gather the full fp32 master weights (padded_numel elements) into `full` on rank 0 for a
+// checkpoint; every rank calls it, the others pass NULL. Stages 1-3: unit by unit over MPI
+// (zero.cuh's gather, outside the per-step count), through a host copy of this rank's slice.
+static void zero_get_full_params(ZeroEngine* z, float* full) {
+    const ParamLayout* layout = z->layout;
+    zero_device_synchronize(z, "checkpoint parameters");
+    if (ZERO_STAGE == 0) {
+        if (full != NULL) CUDA_CHECK(cudaMemcpy(full, z->master, layout->padded_numel * sizeof(float), cudaMemcpyDeviceToHost));
+        return;
+    }
+    float* host;
+    zero_host_staging(z, &host, NULL);
+    for (int unit = 0; unit < layout->num_units; unit++) {
+        const ParamUnit* u = &layout->units[unit];
+        CUDA_CHECK(cudaMemcpy(host, zero_owned(z, z->master, ZERO_BUF_MASTER, unit), u->shard_numel * sizeof(float),
+                              cudaMemcpyDeviceToHost));
+        ZeroOp op = {.kind = ZERO_OP_NONE};
+        zero_op_gather_to_rank0(z, &op, host, full ? full + u->offset : NULL, u->padded_numel, unit, "master weights (checkpoint)");
+        zero_op_wait(z, &op);
+    }
+}
+
+// This rank's slice of Adam m and v, every unit in order (layout->shard_numel elements each): the
+// per-rank checkpoint payload, the same at every stage and in both builds.
+static void zero_get_optimizer_shard(ZeroEngine* z, float* m_out, float* v_out) {
+    zero_device_synchronize(z, "checkpoint optimizer state");
+    for (int unit = 0; unit < z->layout->num_units; unit++) {
+        const ParamUnit* u = &z->layout->units[unit];
+        size_t dst = u->offset / (size_t)z->world_size;
+        CUDA_CHECK(cudaMemcpy(m_out + dst, zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit), u->shard_numel * sizeof(float), cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(v_out + dst, zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit), u->shard_numel * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+}
+
+// Inverse of zero_get_optimizer_shard. Stage 0 keeps all of m and v on every rank: each unit is
+// all-gathered on the host (zero.cuh's MPI all-gather) and copied up whole.
+static void zero_set_optimizer_shard(ZeroEngine* z, const float* m_in, const float* v_in) {
+    zero_device_synchronize(z, "setting optimizer state");
+    float* host;
+    zero_host_staging(z, &host, NULL);
+    for (int unit = 0; unit < z->layout->num_units; unit++) {
+        const ParamUnit* u = &z->layout->units[unit];
+        size_t src = u->offset / (size_t)z->world_size;
+        const float* in[2] = {m_in + src, v_in + src};
+        float* state[2] = {z->m, z->v};
+        for (int k = 0; k < 2; k++) {
+            if (ZERO_STAGE == 0) {
+                ZeroOp op = {.kind = ZERO_OP_NONE};
+                zero_op_all_gather(z, &op, in[k], host, u->padded_numel, unit, k == 0 ? "Adam m (resume)" : "Adam v (resume)");
+                zero_op_wait(z, &op);
+                CUDA_CHECK(cudaMemcpy(state[k] + u->offset, host, u->padded_numel * sizeof(float), cudaMemcpyHostToDevice));
+            } else {
+                CUDA_CHECK(cudaMemcpy(zero_owned(z, state[k], k == 0 ? ZERO_BUF_ADAM_M : ZERO_BUF_ADAM_V, unit), in[k],
+                                      u->shard_numel * sizeof(float), cudaMemcpyHostToDevice));
+            }
+        }
+    }
+    CUDA_CHECK(cudaDeviceSynchronize()); // legacy-stream copies above: done before the streams use m, v
+}
+
+// Stages 0-2 keep replicated parameters (stage 0 also replicated master weights, m and v): check
+// the replicas are bit-identical across ranks, unit by unit through the host. Returns 1 when they
+// are (always at stage 3: nothing replicated).
+static int zero_replicas_agree(ZeroEngine* z) {
+    if (ZERO_STAGE == 3 || z->world_size == 1) return 1;
+    zero_device_synchronize(z, "replica check");
+    float* host;
+    zero_host_staging(z, &host, NULL);
+    uint64_t h = FNV1A64_INIT;
+    for (int unit = 0; unit < z->layout->num_units; unit++) {
+        const ParamUnit* u = &z->layout->units[unit];
+        // bf16 parameters: padded_numel is even (a multiple of ZERO_ALIGN), so they hash as words.
+        CUDA_CHECK(cudaMemcpy(host, z->params + u->offset, u->padded_numel * sizeof(bf16), cudaMemcpyDeviceToHost));
+        h = fnv1a64_words(host, u->padded_numel / 2, h);
+        const float* state[3] = {z->master, z->m, z->v};
+        for (int k = 0; ZERO_STAGE == 0 && k < 3; k++) {
+            CUDA_CHECK(cudaMemcpy(host, state[k] + u->offset, u->padded_numel * sizeof(float), cudaMemcpyDeviceToHost));
+            h = fnv1a64_words(host, u->padded_numel, h);
+        }
+    }
+    return zero_all_ranks_equal_u64(z, h, "replica check");
+}
+
+#endif // ZERO_GPU_CUH
