@@ -141,6 +141,19 @@ static int zero_state_read(const char* path, int64_t* header, float** m, float**
         fclose(f);
         return -1;
     }
+    // The header is outside the payload checksum: bound every field used for sizes or layouts
+    // before anything divides by it or allocates from it.
+    int full_file = header[ZS_WORLD_SIZE] == 0 && header[ZS_ZERO_STAGE] == -1;
+    int sharded_ok = header[ZS_WORLD_SIZE] >= 1 && header[ZS_WORLD_SIZE] <= (1 << 20) && header[ZS_RANK] >= 0 &&
+                     header[ZS_RANK] < header[ZS_WORLD_SIZE] && header[ZS_ZERO_STAGE] >= 0 && header[ZS_ZERO_STAGE] <= 3;
+    if (header[ZS_ALIGN] < 1 || header[ZS_ALIGN] > (1 << 20) || !(full_file || sharded_ok) ||
+        header[ZS_NUMEL] < 0 || header[ZS_NUMEL] > (1LL << 40)) {
+        snprintf(err, err_cap, "error: %s: header fields out of range (align %lld, world size %lld, rank %lld, stage %lld, numel %lld); "
+                 "expected a state file written by train_gpt2 (header damaged)", path, (long long)header[ZS_ALIGN],
+                 (long long)header[ZS_WORLD_SIZE], (long long)header[ZS_RANK], (long long)header[ZS_ZERO_STAGE], (long long)header[ZS_NUMEL]);
+        fclose(f);
+        return -1;
+    }
     long long numel = header[ZS_NUMEL];
     long long expected = (long long)sizeof(int64_t) * ZERO_STATE_HEADER_INTS + 2LL * numel * (long long)sizeof(float);
     fseek(f, 0, SEEK_END);
