@@ -389,31 +389,45 @@ static const char* tokenizer_path_beside(const char* train_pattern) {
 // Gradient noise scale (DESIGN.md "Batch-size recipe"; common/gns.h; McCandlish et al. 2018,
 // "An Empirical Model of Large-Batch Training", Appendix A).
 //
-// Every step the meter gets the squared norms of two MEAN gradients (loss averaged over the
-// batch's own tokens), both before clipping, and their batch sizes in tokens:
-//   small: each rank's FIRST micro-batch of the step, B_small = B*T tokens. On micro-step 0 the
-//          engine adds, unit by unit in zero_grads_unit_ready, the squared norm of the rank's own
-//          unit gradient before the unit's collective reads it (stages 0, 1: the full gradient
-//          buffer, which was zeroed at the step's start and so holds micro-step 0 alone; stages
-//          2, 3: the working unit before its reduce-scatter). Backward scaled that gradient by
-//          1/(B*T*A), A = grad_accum_steps, so the micro-batch's mean gradient is A times it and
-//          |G_small|^2 = A^2 * (squared norm); the mean over ranks of these (several small
-//          batches: gns.h asks for the mean) rides on the global norm's all-reduce.
-//   big:   the reduced global gradient, the mean over all N*A micro-batches, B_big = N*A*B*T
-//          tokens (-d): |G_big|^2 is the squared norm zero_optimizer_step computes for clipping.
-// Why only the first micro-step: at stages 0, 1 backward accumulates every micro-step into one
-// buffer, so a later micro-step's gradient never exists on its own; taking the same micro-batch
-// at every stage makes every stage log the same values (to float summation order). (The rank's
-// whole accumulated batch, B*T*A tokens, sits in the buffer before a stage-0/1 reduction, but
-// stages 2, 3 reduce-scatter every micro-step and never hold it.)
+// Every step the meter gets the squared norms of two MEAN gradients (loss averaged over that
+// batch's own tokens), both before clipping, and their batch sizes in tokens. N = world_size,
+// A = grad_accum_steps; backward scales each micro-step's gradient by 1/(B*T*A), so a buffer
+// holding k micro-steps' gradients holds k/A times their mean gradient.
+//   big:   the reduced global gradient, the mean over all N*A micro-batches: B_big = N*A*B*T
+//          tokens (-d); |G_big|^2 is the squared norm zero_optimizer_step computes for clipping.
+//   small: a rank's own gradient, which the engine reads unit by unit in zero_grads_unit_ready
+//          before the unit's collective, on the micro-steps the trainer flags; summed over units,
+//          then averaged over ranks on the global norm's all-reduce. Which gradient that is
+//          depends on what the stage keeps:
+//
+//   stages ranks  measured on        the buffer then holds                  B_small  |G_small|^2
+//   0, 1   N > 1  last micro-step    the rank's whole accumulated batch     A*B*T    mean over ranks of |buf|^2
+//   0, 1   N = 1  first micro-step   micro-step 0 alone (zeroed before it)  B*T      A^2 |buf|^2
+//   2, 3   any    every micro-step   that micro-step alone (working unit)   B*T      mean over the N*A micro-batches
+//                                                                                    of A^2 |buf|^2
+//
+// Where the small batches together make up the big one (every row but the second), the mean of
+// their squared norms is at least the squared norm of their mean, so |G_small|^2 >= |G_big|^2
+// and the tr(Σ) estimate is >= 0 on every step, not only in expectation. The second row has no
+// such bound (one rank, stages 0, 1: backward accumulates later micro-steps in place, so only
+// micro-step 0 exists on its own): a gradient spike in another micro-batch gives one strongly
+// negative tr(Σ) estimate that can hold B_simple undefined for tens of steps. One rank with
+// accumulation therefore measures best with a stage-2/3 binary (build/train_gpt2_z2).
+// With A = 1 every row measures the same gradients, so every stage logs the same values; with
+// A > 1 stages 0/1 and 2/3 estimate the same B_simple from different small batches.
 // One rank without accumulation has one batch size only: no small batch, the meter is off.
 // The meter restarts on resume (its EMAs are not in the checkpoint).
 
+typedef enum { GNS_OFF, GNS_RANK_BATCH, GNS_FIRST_MICRO_BATCH, GNS_EVERY_MICRO_BATCH } GNSSmallBatch;
+static const char* const gns_small_batch_names[] = {"off", "rank_batch", "first_micro_batch", "every_micro_batch"};
+
 typedef struct {
-    int on;                      // two batch sizes to compare, and -gb is not -1
+    GNSSmallBatch small_batch;   // the table's row (GNS_OFF: no small batch, or -gb -1)
+    int on;                      // small_batch != GNS_OFF
     const char* off_reason;      // why not, when off
     int grad_accum_steps;        // A
-    double b_small, b_big;       // tokens: B*T and N*A*B*T
+    double b_small, b_big;       // tokens
+    double small_scale;          // |G_small|^2 = small_scale * the engine's mean over ranks
     double g_small_sq, g_big_sq; // this step's |G_small|^2 and |G_big|^2 (NaN when off)
     GNSMeter meter;
 } GradientNoiseScale;
@@ -421,21 +435,46 @@ typedef struct {
 static void noise_scale_setup(GradientNoiseScale* g, float ema_beta, int B, int T, int world_size, int grad_accum_steps,
                               int total_batch_tokens) {
     memset(g, 0, sizeof(*g));
+    double A = grad_accum_steps, micro_batch = (double)B * T;
     g->grad_accum_steps = grad_accum_steps;
-    g->b_small = (double)B * T;
     g->b_big = (double)total_batch_tokens;
-    g->on = ema_beta >= 0.0f && world_size * grad_accum_steps > 1;
-    g->off_reason = ema_beta < 0.0f ? "-gb -1"
-                                    : "one rank without accumulation has no smaller batch; accumulate with -d > B*T to measure";
+    g->b_small = micro_batch;
+    if (ema_beta < 0.0f) {
+        g->small_batch = GNS_OFF;
+        g->off_reason = "-gb -1";
+    } else if (world_size * grad_accum_steps == 1) {
+        g->small_batch = GNS_OFF;
+        g->off_reason = "one rank without accumulation has no smaller batch; accumulate with -d > B*T to measure";
+    } else if (ZERO_STAGE >= 2) {
+        g->small_batch = GNS_EVERY_MICRO_BATCH;
+        g->small_scale = A; // A^2 per micro-batch, summed over A micro-steps: / A for the mean
+    } else if (world_size > 1) {
+        g->small_batch = GNS_RANK_BATCH;
+        g->b_small = A * micro_batch;
+        g->small_scale = 1.0; // the accumulated buffer is already the mean over the rank's A micro-batches
+    } else {
+        g->small_batch = GNS_FIRST_MICRO_BATCH;
+        g->small_scale = A * A;
+    }
+    g->on = g->small_batch != GNS_OFF;
     g->g_small_sq = g->g_big_sq = NAN;
     gns_init(&g->meter, ema_beta >= 0.0f ? ema_beta : 0.0);
+}
+
+// Does the engine read the rank's local gradient norms on this micro-step? (the table above)
+static int noise_scale_measures(const GradientNoiseScale* g, int micro_step) {
+    switch (g->small_batch) {
+    case GNS_RANK_BATCH: return micro_step == g->grad_accum_steps - 1;
+    case GNS_FIRST_MICRO_BATCH: return micro_step == 0;
+    case GNS_EVERY_MICRO_BATCH: return 1;
+    default: return 0;
+    }
 }
 
 // After zero_optimizer_step: this step's two squared norms into the meter (see above).
 static void noise_scale_step(GradientNoiseScale* g, const ZeroEngine* z) {
     if (!g->on) return;
-    double A = g->grad_accum_steps;
-    g->g_small_sq = A * A * z->local_grad_norm_sq_mean;
+    g->g_small_sq = g->small_scale * z->local_grad_norm_sq_mean;
     g->g_big_sq = z->grad_norm_sq;
     gns_update(&g->meter, g->g_small_sq, g->b_small, g->g_big_sq, g->b_big); // -1 (non-finite): meter unchanged
 }
@@ -607,6 +646,69 @@ static int test_fault_at_step(const TestFault* f, int step, int rank) {
 
 // ----------------------------------------------------------------------------
 
+/*
+ * One optimizer step (0-based `step`): grad_accum_steps micro-steps of forward + backward on
+ * this rank's slice of the next batches (each unit's collective starts as backward finishes
+ * it), then AdamW on the owned slices with learning rate lr. Returns the train loss averaged
+ * over micro-steps and ranks; *grad_norm gets the global norm before clipping.
+ */
+static float gpt2_train_step(GPT2* model, DataLoader* loader, GradientNoiseScale* gns, const AdamWConfig* opt,
+                             float lr, int step, int grad_accum_steps, int overfit_single_batch, float* grad_norm) {
+    ZeroEngine* z = &model->zero;
+    int B = model->B, T = model->T;
+    zero_step_begin(z, step + 1);
+    double loss_sum = 0.0;
+    for (int micro_step = 0; micro_step < grad_accum_steps; micro_step++) {
+        if (!overfit_single_batch || (step == 0 && micro_step == 0)) dataloader_next_batch(loader);
+        model->backward_follows = 1;
+        gpt2_forward(model, loader->inputs, loader->targets, B, T);
+        loss_sum += model->mean_loss;
+        z->measure_local_grad_norm = noise_scale_measures(gns, micro_step); // the GNS small batch(es)
+        gpt2_backward(model, loader->targets, B, T, 1.0f / ((float)B * T * grad_accum_steps),
+                      micro_step == grad_accum_steps - 1);
+    }
+    z->measure_local_grad_norm = 0;
+    *grad_norm = zero_optimizer_step(z, opt, lr, step + 1);
+    noise_scale_step(gns, z);
+    return (float)zero_all_reduce_mean(z, loss_sum / grad_accum_steps, "train loss");
+}
+
+// What one optimizer step did, for the step line and the log.
+typedef struct {
+    int step, max_steps; // step from 1, as printed
+    float loss, lr, grad_norm;
+    double seconds, comm_wait_ms, tokens_per_s;
+    long long sent_elements, tokens_seen;
+    int batch_tokens;
+    const char* eta;
+} StepReport;
+
+// Rank 0 prints the step line; the log (rank 0 only) gets the train record: gns_small_sq,
+// gns_big_sq are this step's |G_small|^2, |G_big|^2; gns_g2, gns_trace the smoothed |G|^2 and
+// tr(Σ) whose ratio is b_simple (tokens); null when off or not finite.
+static void report_train_step(const StepReport* r, const GradientNoiseScale* gns, Logger* logger, int print) {
+    char gns_text[32], small_sq[32], big_sq[32], g2[32], trace[32], b_simple[32], loss_text[32], norm_text[32];
+    if (print) {
+        printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | gns %s | %.1f ms | comm wait %.1f ms | sent %lld | %.0f tok/s | eta %s\n",
+               r->step, r->max_steps, r->loss, r->lr, r->grad_norm, noise_scale_text(gns, gns_text, sizeof(gns_text)),
+               r->seconds * 1000.0, r->comm_wait_ms, r->sent_elements, r->tokens_per_s, r->eta);
+        fflush(stdout);
+    }
+    logger_record(logger, "train", "\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.3f,"
+                  "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,\"sent_elements\":%lld,"
+                  "\"gns_small_sq\":%s,\"gns_big_sq\":%s,\"gns_g2\":%s,\"gns_trace\":%s,\"b_simple\":%s",
+                  r->step, json_number(loss_text, sizeof(loss_text), r->loss), r->lr,
+                  json_number(norm_text, sizeof(norm_text), r->grad_norm), r->seconds * 1000.0, r->tokens_per_s, r->tokens_seen,
+                  r->batch_tokens, r->comm_wait_ms, r->sent_elements,
+                  json_number_digits(small_sq, sizeof(small_sq), gns->g_small_sq, 9),
+                  json_number_digits(big_sq, sizeof(big_sq), gns->g_big_sq, 9),
+                  json_number(g2, sizeof(g2), gns->on ? gns->meter.g2_smooth : NAN),
+                  json_number(trace, sizeof(trace), gns->on ? gns->meter.trace_smooth : NAN),
+                  json_number(b_simple, sizeof(b_simple), gns->on ? gns->meter.b_simple : NAN));
+}
+
+// ----------------------------------------------------------------------------
+
 // Rank 0, at start-up: what runs (stage, world size, model, batch), what each rank allocates
 // and sends beside DESIGN.md's formulas, on stdout and as the log's config record.
 static void print_run_config(const TrainArgs* args, const GPT2* model, const char* init, const DataLoader* train_loader,
@@ -637,9 +739,12 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
            z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
            z->bytes_working / 1048576.0, model->act_bytes / 1048576.0);
     printf("train: %zu tokens | val: %s\n", train_loader->num_tokens_total, do_val ? args->val_pattern : "off");
+    static const char* const small_batch_text[] = {"", "each rank's whole batch", "the first micro-batch",
+                                                   "every micro-batch of every rank"};
     if (gns->on)
-        printf("gns: B_small %.0f tokens (each rank's first micro-batch) | B_big %.0f tokens (the global batch) | EMA beta %g "
-               "| step lines show B_simple in tokens ('-' while undefined)\n", gns->b_small, gns->b_big, gns->meter.ema_beta);
+        printf("gns: B_small %.0f tokens (%s) | B_big %.0f tokens (the global batch) | EMA beta %g "
+               "| step lines show B_simple in tokens ('-' while undefined)\n", gns->b_small,
+               small_batch_text[gns->small_batch], gns->b_big, gns->meter.ema_beta);
     else
         printf("gns: off (%s)\n", gns->off_reason);
     if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, init);
@@ -649,7 +754,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
                   "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\","
-                  "\"gns_b_small\":%s,\"gns_b_big\":%s,\"gns_beta\":%s",
+                  "\"gns_small_batch\":\"%s\",\"gns_b_small\":%s,\"gns_b_big\":%s,\"gns_beta\":%s",
                   json_escape(init_text, sizeof(init_text), args->init), cfg->num_layers, cfg->channels, cfg->num_heads,
                   cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
@@ -658,6 +763,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   zero_state_bytes_formula(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_text[ZERO_STAGE],
                   zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps),
                   zero_elements_sent_formula_text[ZERO_STAGE],
+                  gns_small_batch_names[gns->small_batch],
                   json_number(gns_b_small, sizeof(gns_b_small), gns->on ? gns->b_small : NAN),
                   json_number(gns_b_big, sizeof(gns_b_big), gns->on ? gns->b_big : NAN),
                   json_number(gns_beta, sizeof(gns_beta), gns->on ? gns->meter.ema_beta : NAN));
@@ -784,25 +890,10 @@ int main(int argc, char** argv) {
         }
         if (last_step || test_fault_at_step(&fault, step, rank)) break;
 
-        // One optimizer step: micro-steps of forward + backward (each unit's collective starts
-        // as backward finishes it), then AdamW on the owned slices.
         double t0 = wall_seconds();
-        zero_step_begin(z, step + 1);
-        double loss_sum = 0.0;
-        for (int micro_step = 0; micro_step < grad_accum_steps; micro_step++) {
-            if (!args.overfit_single_batch || (step == 0 && micro_step == 0)) dataloader_next_batch(&train_loader);
-            model.backward_follows = 1;
-            gpt2_forward(&model, train_loader.inputs, train_loader.targets, B, T);
-            loss_sum += model.mean_loss;
-            z->measure_local_grad_norm = gns.on && micro_step == 0; // the GNS small batch
-            gpt2_backward(&model, train_loader.targets, B, T, 1.0f / ((float)B * T * grad_accum_steps),
-                          micro_step == grad_accum_steps - 1);
-        }
-        float lr = lr_at_step(&schedule, step);
-        z->measure_local_grad_norm = 0;
-        float grad_norm = zero_optimizer_step(z, &opt, lr, step + 1);
-        noise_scale_step(&gns, z);
-        float train_loss = (float)zero_all_reduce_mean(z, loss_sum / grad_accum_steps, "train loss");
+        float lr = lr_at_step(&schedule, step), grad_norm;
+        float train_loss = gpt2_train_step(&model, &train_loader, &gns, &opt, lr, step, grad_accum_steps,
+                                           args.overfit_single_batch, &grad_norm);
         double seconds = wall_seconds() - t0;
         double comm_wait_ms = z->comm_wait_s_step * 1000.0;
         long long sent = z->sent_elements_step;
@@ -812,25 +903,9 @@ int main(int argc, char** argv) {
         double mean_step = timed_steps > 0 ? train_seconds / timed_steps : seconds;
         char eta[32];
         format_eta(eta, sizeof(eta), mean_step * (max_steps - step - 1));
-        char gns_text[32], small_sq[32], big_sq[32], g2[32], trace[32], b_simple[32], loss_text[32], norm_text[32];
-        if (rank == 0) {
-            printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | gns %s | %.1f ms | comm wait %.1f ms | sent %lld | %.0f tok/s | eta %s\n",
-                   step + 1, max_steps, train_loss, lr, grad_norm, noise_scale_text(&gns, gns_text, sizeof(gns_text)),
-                   seconds * 1000.0, comm_wait_ms, sent, tokens_per_s, eta);
-            fflush(stdout);
-        }
-        // gns_small_sq, gns_big_sq: this step's |G_small|^2, |G_big|^2; gns_g2, gns_trace: the
-        // smoothed |G|^2 and tr(Σ) estimates whose ratio is b_simple (tokens); null when off.
-        logger_record(&logger, "train", "\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.3f,"
-                      "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,\"sent_elements\":%lld,"
-                      "\"gns_small_sq\":%s,\"gns_big_sq\":%s,\"gns_g2\":%s,\"gns_trace\":%s,\"b_simple\":%s",
-                      step + 1, json_number(loss_text, sizeof(loss_text), train_loss), lr,
-                      json_number(norm_text, sizeof(norm_text), grad_norm), seconds * 1000.0, tokens_per_s, tokens_seen, total_batch_tokens,
-                      comm_wait_ms, sent, json_number_digits(small_sq, sizeof(small_sq), gns.g_small_sq, 9),
-                      json_number_digits(big_sq, sizeof(big_sq), gns.g_big_sq, 9),
-                      json_number(g2, sizeof(g2), gns.on ? gns.meter.g2_smooth : NAN),
-                      json_number(trace, sizeof(trace), gns.on ? gns.meter.trace_smooth : NAN),
-                      json_number(b_simple, sizeof(b_simple), gns.on ? gns.meter.b_simple : NAN));
+        StepReport report = {step + 1, max_steps, train_loss, lr, grad_norm, seconds, comm_wait_ms, tokens_per_s,
+                             sent, tokens_seen, total_batch_tokens, eta};
+        report_train_step(&report, &gns, &logger, rank == 0);
         if (!isfinite(train_loss) || !isfinite(grad_norm)) {
             // Every rank sees the same (all-reduced) values, so every rank stops here.
             if (rank == 0)
