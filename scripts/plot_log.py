@@ -2,7 +2,7 @@
 """
 plot_log.py: one PNG summarising a training run from its log.jsonl (format: common/logger.h).
 
-    python3 scripts/plot_log.py LOGDIR_or_FILE [-o out.png] [--smooth BETA]
+    python3 scripts/plot_log.py LOGDIR_or_FILE [-o out.png] [--smooth BETA] [--dpi N]
 
 Panels: train loss (raw and smoothed) with val loss, vs step; learning rate; gradient norm
 (before clipping, log scale); tokens/s; and the gradient noise scale B_simple in tokens
@@ -29,7 +29,7 @@ def finite_points(xs, ys):
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-def plot_log(log, out_path, smooth_beta):
+def plot_log(log, out_path, smooth_beta, dpi=100):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -89,7 +89,7 @@ def plot_log(log, out_path, smooth_beta):
 
     fig.suptitle(log["path"])
     fig.tight_layout()
-    fig.savefig(out_path, dpi=100)
+    fig.savefig(out_path, dpi=dpi)
     plt.close(fig)
 
 
@@ -119,9 +119,12 @@ def main():
     parser.add_argument("log", help="log.jsonl, or the trainer's output dir (-o) holding it")
     parser.add_argument("-o", "--output", help="output PNG (default: log.png next to the log)")
     parser.add_argument("--smooth", type=float, default=0.9, help="EMA beta for the smoothed train loss (default 0.9)")
+    parser.add_argument("--dpi", type=int, default=100, help="resolution of the 16 x 9 inch PNG (default 100)")
     args = parser.parse_args()
     if not 0.0 <= args.smooth < 1.0:
         fail(f"--smooth {args.smooth}: out of range; expected a number in [0, 1)")
+    if not 20 <= args.dpi <= 600:
+        fail(f"--dpi {args.dpi}: out of range; expected 20..600")
     try:
         log = load_log(args.log)
     except LogError as e:
@@ -131,7 +134,7 @@ def main():
     if out_dir and not os.path.isdir(out_dir):
         fail(f"-o {out_path}: directory {out_dir} does not exist; expected a path in an existing directory")
     try:
-        plot_log(log, out_path, args.smooth)
+        plot_log(log, out_path, args.smooth, args.dpi)
     except OSError as e:
         fail(f"-o {out_path}: cannot write ({e.strerror}); expected a writable path")
     print(f"plot_log: wrote {out_path}")
