@@ -497,117 +497,6 @@ static const char* json_number_digits(char* buf, size_t cap, double x, int digit
 }
 
 // ----------------------------------------------------------------------------
-// Checkpoints (DESIGN.md "Checkpoints"; formats in common/checkpoint.h, common/zero_checkpoint.h)
-
-/*
- * Write the checkpoint of `step` into dir. Every rank writes its state file (its AdamW slices,
- * the step, the train data position, the seed); once all are in place, rank 0 writes the model
- * file from the gathered parameters, which marks the checkpoint complete. Every rank calls it.
- */
-static void gpt2_save_checkpoint(GPT2* model, const char* dir, int step, const DataLoader* train_loader,
-                                 int seed, long long batch_tokens) {
-    ZeroEngine* z = &model->zero;
-    const ParamLayout* layout = &model->layout;
-    size_t n = layout->shard_numel;
-    float* m = (float*)zero_calloc(n, sizeof(float), "checkpoint Adam m slice");
-    float* v = (float*)zero_calloc(n, sizeof(float), "checkpoint Adam v slice");
-    zero_get_optimizer_shard(z, m, v);
-    DataLoaderState data = dataloader_get_state(train_loader);
-    int64_t header[ZS_NUM_FIELDS] = {0};
-    header[ZS_ZERO_STAGE] = ZERO_STAGE;
-    header[ZS_WORLD_SIZE] = z->world_size;
-    header[ZS_RANK] = z->rank;
-    header[ZS_STEP] = step;
-    zero_state_header_set_config(header, &model->config);
-    header[ZS_ALIGN] = layout->align;
-    header[ZS_NUMEL] = (int64_t)n;
-    header[ZS_DATA_SHARD] = data.shard_index;
-    header[ZS_DATA_POSITION] = data.position;
-    header[ZS_SEED] = seed;
-    header[ZS_BATCH_TOKENS] = batch_tokens;
-    char path[4300];
-    zero_state_rank_path(path, sizeof(path), dir, step, z->rank, z->world_size);
-    zero_state_write(path, header, m, v);
-    free(m);
-    free(v);
-    zero_barrier(z, "checkpoint state files");
-    float* full = z->rank == 0 ? (float*)zero_calloc(layout->padded_numel, sizeof(float), "checkpoint parameters") : NULL;
-    zero_get_full_params(z, full); // ZeRO-3: gathered unit by unit to rank 0
-    if (z->rank == 0) {
-        model_checkpoint_path(path, sizeof(path), dir, step);
-        model_file_write(path, layout, full);
-        printf("checkpoint: %s + %d state file%s\n", path, z->world_size, z->world_size > 1 ? "s" : "");
-    }
-    free(full);
-    if (!zero_replicas_agree(z) && z->rank == 0)
-        fprintf(stderr, "warning: step %d: the replicated parameters%s differ across ranks (ZeRO stage %d); expected bit-identical replicas\n",
-                step, ZERO_STAGE == 0 ? " or optimizer state" : "", ZERO_STAGE);
-}
-
-/*
- * Resume: load this rank's state file of the checkpoint at `step` (same world size and stage as
- * this run) into the engine's AdamW slices and the train loader. The parameters came from the
- * model file (gpt2_build). An error on any rank stops every rank, with that rank's error line.
- */
-static void gpt2_load_training_state(GPT2* model, const char* dir, int step, DataLoader* train_loader,
-                                     int seed, long long batch_tokens) {
-    ZeroEngine* z = &model->zero;
-    int N = z->world_size;
-    char path[4300], err[9000] = "";
-    int64_t header[ZERO_STATE_HEADER_INTS];
-    float *m = NULL, *v = NULL;
-    int ok = 0;
-    zero_state_rank_path(path, sizeof(path), dir, step, z->rank, N);
-    if (!file_exists(path)) {
-        int sizes[16];
-        int count = zero_state_world_sizes(dir, step, sizes, 16);
-        char full[4300];
-        zero_state_full_path(full, sizeof(full), dir, step);
-        if (count > 0 && sizes[0] != N)
-            snprintf(err, sizeof(err), "error: %s: missing: the checkpoint at step %d has state for world size %d; expected world size %d "
-                     "(this run); convert first: build/zero_consolidate -o %s -x %d -from %d -to %d -z %d",
-                     path, step, sizes[0], N, dir, step, sizes[0], N, ZERO_STAGE);
-        else if (count == 0 && file_exists(full))
-            snprintf(err, sizeof(err), "error: %s: missing: the checkpoint at step %d has only its full state; expected per-rank state "
-                     "— convert first: build/zero_consolidate -o %s -x %d -from full -to %d -z %d", path, step, dir, step, N, ZERO_STAGE);
-        else
-            snprintf(err, sizeof(err), "error: %s: missing state file; expected one state file per rank beside model_%08d.bin", path, step);
-    } else if (zero_state_read(path, header, &m, &v, err, sizeof(err)) == 0) {
-        GPT2Config cfg = zero_state_header_config(header);
-        if (header[ZS_WORLD_SIZE] != N || header[ZS_RANK] != z->rank || header[ZS_STEP] != step)
-            snprintf(err, sizeof(err), "error: %s: holds rank %lld of %lld at step %lld; expected rank %d of %d at step %d",
-                     path, (long long)header[ZS_RANK], (long long)header[ZS_WORLD_SIZE], (long long)header[ZS_STEP], z->rank, N, step);
-        else if (!gpt2_config_equal(&cfg, &model->config) || header[ZS_ALIGN] != model->layout.align ||
-                 header[ZS_NUMEL] != (int64_t)model->layout.shard_numel)
-            snprintf(err, sizeof(err), "error: %s: model config or slice size differs from model_%08d.bin; expected the state of the same checkpoint",
-                     path, step);
-        else if (header[ZS_ZERO_STAGE] != ZERO_STAGE)
-            snprintf(err, sizeof(err), "error: %s: written at ZeRO stage %lld; expected stage %d (this binary) "
-                     "— convert first: build/zero_consolidate -o %s -x %d -from %d -to %d -z %d",
-                     path, (long long)header[ZS_ZERO_STAGE], ZERO_STAGE, dir, step, N, N, ZERO_STAGE);
-        else
-            ok = 1;
-    }
-    int bad = zero_first_failing_rank(z, ok);
-    if (bad >= 0) {
-        if (z->rank == bad) fprintf(stderr, "%s\n", err);
-        free(m);
-        free(v);
-        zero_ranks_stop();
-        exit(1);
-    }
-    zero_set_optimizer_shard(z, m, v);
-    if (z->rank == 0 && (header[ZS_BATCH_TOKENS] != batch_tokens || header[ZS_SEED] != seed))
-        printf("warning: resuming with a batch of %lld tokens and seed %d, but the checkpoint was written with %lld and %lld: "
-               "training continues, not on the same trajectory\n", batch_tokens, seed,
-               (long long)header[ZS_BATCH_TOKENS], (long long)header[ZS_SEED]);
-    DataLoaderState data = {(long)header[ZS_DATA_SHARD], (long)header[ZS_DATA_POSITION]};
-    dataloader_set_state(train_loader, data);
-    free(m);
-    free(v);
-}
-
-// ----------------------------------------------------------------------------
 // Test hooks (tests/t_30_zero_*.sh; not for users), from the environment variable
 // ZERO_TEST_FAULT:  "stall:R@S"  rank R stops responding at the start of step S (a hung rank);
 // "exit:R@S"  rank R exits at once, status 3, without MPI_Finalize (a crashed rank);
@@ -835,7 +724,12 @@ int main(int argc, char** argv) {
     GPT2 model;
     gpt2_build(&model, start_step > 0 ? resume_model : args.init, B, T, (uint64_t)args.seed, rank, world_size);
     model.zero.timeout_s = args.collective_timeout_s;
-    if (start_step > 0) gpt2_load_training_state(&model, args.output_dir, start_step, &train_loader, args.seed, total_batch_tokens);
+    if (start_step > 0) { // checkpoints: zero_checkpoint_save / zero_checkpoint_load_state in zero.cuh
+        DataLoaderState data;
+        zero_checkpoint_load_state(&model.zero, args.output_dir, start_step, args.seed, total_batch_tokens,
+                                   &data.shard_index, &data.position);
+        dataloader_set_state(&train_loader, data);
+    }
     int max_steps = args.max_steps;
     if (max_steps == -1) max_steps = (int)(train_loader.num_tokens_total / (size_t)total_batch_tokens);
     if (max_steps < 1 && args.max_steps == -1) max_steps = 1;
@@ -886,7 +780,8 @@ int main(int argc, char** argv) {
             gpt2_sample(&model, &tokenizer, args.gen_tokens, (uint64_t)args.seed + (uint64_t)step, rank == 0);
         }
         if (args.output_dir && args.checkpoint_every > 0 && step > start_step && (step % args.checkpoint_every == 0 || last_step)) {
-            gpt2_save_checkpoint(&model, args.output_dir, step, &train_loader, args.seed, total_batch_tokens);
+            DataLoaderState data = dataloader_get_state(&train_loader);
+            zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, total_batch_tokens);
         }
         if (last_step || test_fault_at_step(&fault, step, rank)) break;
 
