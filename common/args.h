@@ -74,7 +74,7 @@ static const ArgSpec arg_specs[] = {
     {"-gc", ARG_FLOAT, ARG_FIELD(grad_clip), "clip the gradient to this global norm (0: off)"},
     {"-sd", ARG_INT, ARG_FIELD(seed), "random seed (init, sampling)"},
     {"-wt", ARG_FLOAT, ARG_FIELD(collective_timeout_s), "abort all ranks if a collective waits longer (s)"},
-    {"-gb", ARG_FLOAT, ARG_FIELD(gns_beta), "GNS EMA beta: gradient noise scale smoothing, [0, 1); -1: meter off"},
+    {"-gb", ARG_FLOAT, ARG_FIELD(gns_beta), "gradient noise scale EMA beta, [0, 1); -1: meter off"},
 };
 #define NUM_ARG_SPECS (int)(sizeof(arg_specs) / sizeof(arg_specs[0]))
 
