@@ -2,7 +2,10 @@
  * logger.h: the per-step training log, <output dir>/log.jsonl, one JSON object per line:
  *   {"kind":"config", ...}                             once at start
  *   {"kind":"train","step":S,"loss":..,"lr":..,"grad_norm":..,"ms":..,"tokens_per_s":..,
- *    "tokens":cumulative,"batch_tokens":..,"gns_g2":..,"gns_trace":..,"b_simple":..}
+ *    "tokens":cumulative,"batch_tokens":..,"comm_wait_ms":..,"sent_elements":..,
+ *    "gns_small_sq":..,"gns_big_sq":..,"gns_g2":..,"gns_trace":..,"b_simple":..}
+ *   (gns_small_sq, gns_big_sq: the step's |G_small|^2, |G_big|^2; gns_g2, gns_trace: smoothed
+ *   |G|^2 and tr(Sigma); b_simple in tokens; null when the meter is off or a value is not finite)
  *   {"kind":"val","step":S,"loss":..,"tokens":..}
  * Read by scripts/plot_log.py and scripts/plot_sweep.py. Only rank 0 writes. With no output
  * dir, logging is off. Lines are flushed as written so a killed run keeps its log.
