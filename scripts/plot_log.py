@@ -7,7 +7,7 @@ plot_log.py: one PNG summarising a training run from its log.jsonl (format: comm
 Panels: train loss (raw and smoothed) with val loss, vs step; learning rate; gradient norm
 (before clipping, log scale); tokens/s; and the gradient noise scale B_simple in tokens
 (McCandlish et al. 2018) beside the run's batch size, when the log has it. Default output:
-log.png next to the log. Bad input (missing, empty or malformed log) prints one error line and
+log.png next to the log; -o takes a .png, .pdf or .svg path, or a directory to put log.png in. Bad input (missing, empty or malformed log) prints one error line and
 exits 1.
 """
 import argparse
@@ -16,12 +16,12 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_log import LogError, ema_smooth, fail, has_values, load_log  # noqa: E402
+from train_log import LogError, ema_smooth, fail, has_values, load_log, one_line_usage  # noqa: E402
 
 
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # house style: one line, exit 1 (argparse's default exits 2)
-        fail(f"{self.prog}: {message}; expected: {self.format_usage().strip()}")
+        fail(f"{self.prog}: {message}; expected: {one_line_usage(self)}")
 
 
 def finite_points(xs, ys):
@@ -114,13 +114,40 @@ def summary_lines(log):
     return lines[:40]
 
 
+FORMATS = (".png", ".pdf", ".svg")
+
+
+def output_path(output, log_path):
+    """
+    Where the plot goes: log.png next to the log by default; -o DIR (an existing directory) puts
+    log.png in it; otherwise -o must name a .png, .pdf or .svg file in an existing directory
+    (matplotlib picks the format by the suffix and would append .png to a name without one).
+    """
+    if output is None:
+        return os.path.join(os.path.dirname(log_path) or ".", "log.png")
+    if os.path.isdir(output):
+        return os.path.join(output, "log.png")
+    if os.path.splitext(output)[1].lower() not in FORMATS:
+        fail(f"-o {output}: unsupported file type; expected a path ending in .png, .pdf or .svg, or an existing directory")
+    out_dir = os.path.dirname(output)
+    if out_dir and not os.path.isdir(out_dir):
+        fail(f"-o {output}: directory {out_dir} does not exist; expected a path in an existing directory")
+    return output
+
+
 def main():
-    parser = Parser(prog="plot_log.py", description="Plot one training run's log.jsonl.")
-    parser.add_argument("log", help="log.jsonl, or the trainer's output dir (-o) holding it")
-    parser.add_argument("-o", "--output", help="output PNG (default: log.png next to the log)")
+    parser = Parser(prog="plot_log.py", usage="%(prog)s [-h] [-o OUTPUT] [--smooth BETA] [--dpi N] log",
+                    description="Plot one training run's log.jsonl.")
+    parser.add_argument("log", nargs="?", help="log.jsonl, or the trainer's output dir (-o) holding it")
+    parser.add_argument("-o", "--output", help="output .png, .pdf or .svg, or a directory to put log.png in (default: log.png next to the log)")
     parser.add_argument("--smooth", type=float, default=0.9, help="EMA beta for the smoothed train loss (default 0.9)")
     parser.add_argument("--dpi", type=int, default=100, help="resolution of the 16 x 9 inch PNG (default 100)")
-    args = parser.parse_args()
+    # An unknown flag is named even when log is missing too (argparse would report only the latter).
+    args, unknown = parser.parse_known_args()
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.log is None:
+        parser.error("the following arguments are required: log")
     if not 0.0 <= args.smooth < 1.0:
         fail(f"--smooth {args.smooth}: out of range; expected a number in [0, 1)")
     if not 20 <= args.dpi <= 600:
@@ -129,14 +156,13 @@ def main():
         log = load_log(args.log)
     except LogError as e:
         fail(str(e))
-    out_path = args.output or os.path.join(os.path.dirname(log["path"]) or ".", "log.png")
-    out_dir = os.path.dirname(out_path)
-    if out_dir and not os.path.isdir(out_dir):
-        fail(f"-o {out_path}: directory {out_dir} does not exist; expected a path in an existing directory")
+    out_path = output_path(args.output, log["path"])
     try:
         plot_log(log, out_path, args.smooth, args.dpi)
     except OSError as e:
-        fail(f"-o {out_path}: cannot write ({e.strerror}); expected a writable path")
+        fail(f"-o {out_path}: cannot write ({e.strerror or e}); expected a writable path")
+    except (ValueError, RuntimeError) as e:  # matplotlib: e.g. a backend that cannot write the format
+        fail(f"-o {out_path}: cannot write ({' '.join(str(e).split())}); expected a .png, .pdf or .svg path")
     print(f"plot_log: wrote {out_path}")
 
 

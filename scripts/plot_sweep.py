@@ -43,12 +43,12 @@ from collections import Counter
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_log import LogError, ema_smooth, fail, has_values, load_log  # noqa: E402
+from train_log import LogError, ema_smooth, fail, has_values, load_log, one_line_usage  # noqa: E402
 
 
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # house style: one line, exit 1 (argparse's default exits 2)
-        fail(f"{self.prog}: {message}; expected: {self.format_usage().strip()}")
+        fail(f"{self.prog}: {message}; expected: {one_line_usage(self)}")
 
 
 def load_runs(sweep_dir, smooth_beta):
@@ -67,7 +67,10 @@ def load_runs(sweep_dir, smooth_beta):
             log = load_log(log_path)
         except LogError as e:
             fail(str(e))
-        batch_values = [int(b) for b in log["train"]["batch_tokens"] if math.isfinite(b) and b > 0]
+        for step, b in zip(log["train"]["step"], log["train"]["batch_tokens"]):
+            if math.isfinite(b) and not (b > 0 and b == int(b)):
+                fail(f"{log_path}: batch_tokens is {b:g} at step {step:g}; expected a positive integer (total batch tokens per step)")
+        batch_values = [int(b) for b in log["train"]["batch_tokens"] if math.isfinite(b)]
         if not batch_values:
             fail(f"{log_path}: no batch_tokens in the train records; expected \"batch_tokens\": total batch tokens per step")
         batch_tokens, count = Counter(batch_values).most_common(1)[0]
@@ -134,13 +137,19 @@ def fit_frontier(S, E):
 
 
 def main():
-    parser = Parser(prog="plot_sweep.py", description="Steps/tokens to a target loss across a batch-size sweep, and B_crit.")
-    parser.add_argument("sweep_dir", help="directory with one subdir (holding log.jsonl) per run")
+    parser = Parser(prog="plot_sweep.py", usage="%(prog)s [-h] [-o OUTPUT] [--target-loss X] [--margin M] [--smooth BETA] sweep_dir",
+                    description="Steps/tokens to a target loss across a batch-size sweep, and B_crit.")
+    parser.add_argument("sweep_dir", nargs="?", help="directory with one subdir (holding log.jsonl) per run")
     parser.add_argument("-o", "--output", help="output dir for the PNGs and sweep_summary.json (default: SWEEP_DIR)")
     parser.add_argument("--target-loss", type=float, help="loss to reach (default: highest of the runs' lowest losses, plus --margin)")
     parser.add_argument("--margin", type=float, default=0.01, help="relative margin over the default target (default 0.01)")
     parser.add_argument("--smooth", type=float, default=0.9, help="EMA beta for train loss when a run has no val loss (default 0.9)")
-    args = parser.parse_args()
+    # An unknown flag is named even when sweep_dir is missing too (argparse would report only the latter).
+    args, unknown = parser.parse_known_args()
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.sweep_dir is None:
+        parser.error("the following arguments are required: sweep_dir")
     if not 0.0 <= args.smooth < 1.0:
         fail(f"--smooth {args.smooth}: out of range; expected a number in [0, 1)")
     if not (args.margin >= 0 and math.isfinite(args.margin)):

@@ -33,6 +33,11 @@ def fail(message):
     sys.exit(1)
 
 
+def one_line_usage(parser):
+    """argparse's usage, wrapped over several lines for long ones, as one line for an error message."""
+    return " ".join(parser.format_usage().split())
+
+
 def resolve_log_path(path):
     """A log.jsonl file, or a directory holding one."""
     if os.path.isdir(path):
@@ -93,6 +98,10 @@ def load_log(path):
                 print(f"warning: {where}: dropped an unfinished last line ({e.msg})", file=sys.stderr)
                 continue
             raise LogError(f"{where}: not valid JSON ({e.msg}); expected one JSON object per line")
+        except RecursionError:
+            raise LogError(f"{where}: JSON nested too deeply to read; expected one flat JSON object per line") from None
+        except ValueError as e:  # e.g. an integer with more digits than Python converts
+            raise LogError(f"{where}: unreadable JSON value ({e}); expected one JSON object per line") from None
         if not isinstance(record, dict):
             raise LogError(f"{where}: a JSON {type(record).__name__}, not an object; expected one JSON object per line")
         kind = record.get("kind")

@@ -58,6 +58,17 @@ else:  # stub trainer: llm.c-style flags, each with one value
 EOF
 chmod +x "$tmp/synth.py"
 
+# fails_one_line NAME PATTERN CMD...: the house rule for bad input, strictly: exit 1, stderr
+# exactly one line, "error: ..." matching PATTERN (no traceback, no shell noise).
+fails_one_line() {
+    local name=$1 pattern=$2 err rc; shift 2
+    err=$("$@" 2>&1 >/dev/null); rc=$?
+    if [ "$rc" -eq 1 ] && [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] && [[ "$err" == error:* ]] && grep -q -- "$pattern" <<<"$err"; then
+        echo "PASS $name"
+    else
+        echo "FAIL $name: exit $rc, wanted 1 and one line '$pattern'; got: $(head -3 <<<"$err" | tr '\n' ' ')"
+    fi
+}
 nonempty_pngs() { local f; for f in "$@"; do [ -s "$f" ] || { echo "missing or empty: $f"; return 1; }; done; }
 # b_crit_within SUMMARY WANT REL: B_crit in sweep_summary.json within REL (relative) of WANT.
 b_crit_within() {
@@ -148,7 +159,7 @@ check batch_size_sweep_dry_run_uses_mpirun_for_ranks bash -c "$(printf '%q ' "${
 check_fails batch_size_sweep_unknown_flag "error: --bogus: unknown flag" "${sweep[@]}" --bogus 1
 check_fails batch_size_sweep_missing_value "error: --depth: missing value" "${sweep[@]}" --depth
 check_fails batch_size_sweep_bad_lr_rule "error: --lr-rule cubic: unknown rule" "${sweep[@]}" --lr-rule cubic
-check_fails batch_size_sweep_bad_base_lr "error: --base-lr fast: not a positive number" "${sweep[@]}" --base-lr fast
+check_fails batch_size_sweep_bad_base_lr "error: --base-lr fast: not a finite positive number" "${sweep[@]}" --base-lr fast
 check_fails batch_size_sweep_batch_not_multiple "error: --batch-sizes: 1000 is not a multiple of" "${sweep[@]}" --batch-sizes "1000 2048"
 check_fails batch_size_sweep_batch_not_integer "error: --batch-sizes: '4k' is not a positive integer" "${sweep[@]}" --batch-sizes "4k"
 check_fails batch_size_sweep_duplicate_batch "error: --batch-sizes: 2048 given twice" "${sweep[@]}" --batch-sizes "2048 2048"
@@ -161,3 +172,37 @@ check_fails batch_size_sweep_bad_depth "error: --depth deep: not a descriptor or
 # A failing run stops the sweep with the run named and its output kept.
 printf '#!/bin/sh\necho boom; exit 3\n' > "$tmp/failing_trainer"; chmod +x "$tmp/failing_trainer"
 check_fails batch_size_sweep_failed_run "error: run at batch 2048 failed (exit 3); see .*train.out" "${sweep[@]}" --binary "$tmp/failing_trainer" --batch-sizes 2048 --out "$tmp/fail"
+
+# ---- tester's findings: strict one-line errors, caught before any run -------------------------
+# (every sweep case below would fail at the first run, or write something, if not validated up front)
+touch "$tmp/regular_file"
+fails_one_line batch_size_sweep_micro_batch_leading_zero "error: --micro-batch 08: not a positive integer (leading zero)" "${sweep[@]}" --micro-batch 08
+fails_one_line batch_size_sweep_batch_octal_looking "error: --batch-sizes: '0400' is not a positive integer (leading zero)" "${sweep[@]}" --batch-sizes 0400
+fails_one_line batch_size_sweep_batch_leading_zero_not_octal "error: --batch-sizes: '04096' is not a positive integer (leading zero)" "${sweep[@]}" --batch-sizes 04096
+fails_one_line batch_size_sweep_batch_above_int "error: --batch-sizes: '4294967296' is too large" "${sweep[@]}" --batch-sizes 4294967296
+fails_one_line batch_size_sweep_tokens_huge "error: --tokens 99999999999999999999: too large" "${sweep[@]}" --tokens 99999999999999999999
+fails_one_line batch_size_sweep_steps_above_int "error: --tokens 4398046511104: .* steps at batch size 256; expected at most 2147483647" "${sweep[@]}" --tokens 4398046511104 --batch-sizes 256
+fails_one_line batch_size_sweep_micro_tokens_above_int "error: --micro-batch 100000: micro-batch x seq-len" "${sweep[@]}" --micro-batch 100000 --seq-len 100000
+fails_one_line batch_size_sweep_val_every_leading_zero "error: --val-every-tokens 01: not a non-negative integer (leading zero)" "${sweep[@]}" --val-every-tokens 01
+fails_one_line batch_size_sweep_base_lr_infinite "error: --base-lr 1e999: not a finite positive number" "${sweep[@]}" --base-lr 1e999
+fails_one_line batch_size_sweep_base_lr_underflows "error: --base-lr 1e-400: not a finite positive number" "${sweep[@]}" --base-lr 1e-400
+fails_one_line batch_size_sweep_scaled_lr_overflows "error: --base-lr 1e308: gives lr inf at batch size" "${sweep[@]}" --base-lr 1e308 --lr-rule linear --batch-sizes "2048 4096"
+fails_one_line batch_size_sweep_target_loss_infinite "error: --target-loss 1e999: not a finite number" "${sweep[@]}" --target-loss 1e999
+fails_one_line batch_size_sweep_unknown_flag_without_value "error: --bogus: unknown flag" "${sweep[@]}" --bogus
+fails_one_line batch_size_sweep_out_is_a_file "error: --out .*regular_file: exists and is not a directory" "${sweep[@]}" --out "$tmp/regular_file"
+fails_one_line batch_size_sweep_out_under_a_file "error: --out .*regular_file/x: .*regular_file is not a directory" "${sweep[@]}" --out "$tmp/regular_file/x"
+fails_one_line batch_size_sweep_unknown_depth_up_front "error: --depth d99: not a descriptor or a file" "${sweep[@]}" --depth d99 --out "$tmp/d99"
+check batch_size_sweep_bad_depth_made_no_dir bash -c "[ ! -e '$tmp/d99' ]"
+check batch_size_sweep_help_says_extra_unchecked bash -c "bash scripts/batch_size_sweep.sh --help | grep -q 'not checked here'"
+
+fails_one_line plot_log_output_unsupported_suffix "error: -o .*x.txt: unsupported file type; expected a path ending in .png, .pdf or .svg" python3 scripts/plot_log.py "$run_dir" -o "$tmp/x.txt"
+mkdir -p "$tmp/plot_into"
+check plot_log_output_dir_gets_log_png bash -c "python3 scripts/plot_log.py '$run_dir' -o '$tmp/plot_into' | grep -qx 'plot_log: wrote $tmp/plot_into/log.png' && [ -s '$tmp/plot_into/log.png' ] && [ ! -e '$tmp/plot_into.png' ]"
+check plot_log_output_svg bash -c "python3 scripts/plot_log.py '$run_dir' -o '$tmp/one.svg' >/dev/null && [ -s '$tmp/one.svg' ]"
+python3 -c "print('[' * 100000 + ']' * 100000)" > "$tmp/bad/deep.jsonl"
+fails_one_line plot_log_deeply_nested_json "error: .*deep.jsonl:1: JSON nested too deeply" python3 scripts/plot_log.py "$tmp/bad/deep.jsonl"
+fails_one_line plot_log_no_argument "error: plot_log.py: the following arguments are required: log" python3 scripts/plot_log.py
+fails_one_line plot_sweep_no_argument "error: plot_sweep.py: the following arguments are required: sweep_dir" python3 scripts/plot_sweep.py
+fails_one_line plot_sweep_unknown_flag "error: plot_sweep.py: unrecognized arguments: --bogus" python3 scripts/plot_sweep.py --bogus
+mkdir -p "$tmp/negbatch/run_a"; printf '%s\n' '{"kind":"train","step":0,"loss":5,"batch_tokens":-4096}' > "$tmp/negbatch/run_a/log.jsonl"
+fails_one_line plot_sweep_negative_batch_tokens "error: .*run_a/log.jsonl: batch_tokens is -4096 at step 0; expected a positive integer" python3 scripts/plot_sweep.py "$tmp/negbatch"
