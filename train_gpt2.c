@@ -25,12 +25,12 @@
 #include "common/args.h"
 #include "common/checkpoint.h"
 #include "common/dataloader.h"
-#include "common/gns.h"
 #include "common/gpt2_config.h"
 #include "common/init.h"
 #include "common/logger.h"
 #include "common/rng.h"
 #include "common/schedule.h"
+#include "common/test_fault.h"
 #include "common/tokenizer.h"
 #include "common/zero_checkpoint.h"
 #include "cpu/attention.h"
@@ -41,6 +41,7 @@
 #include "cpu/matmul.h"
 #include "cpu/residual.h"
 #include "zero.cuh"
+#include "common/noise_scale.h" // the GNS meter's glue to the engine: after zero.cuh
 
 // ----------------------------------------------------------------------------
 // Activations: everything forward keeps for backward, sized for (B, T).
@@ -386,154 +387,6 @@ static const char* tokenizer_path_beside(const char* train_pattern) {
 }
 
 // ----------------------------------------------------------------------------
-// Gradient noise scale (DESIGN.md "Batch-size recipe"; common/gns.h; McCandlish et al. 2018,
-// "An Empirical Model of Large-Batch Training", Appendix A).
-//
-// Every step the meter gets the squared norms of two MEAN gradients (loss averaged over that
-// batch's own tokens), both before clipping, and their batch sizes in tokens. N = world_size,
-// A = grad_accum_steps; backward scales each micro-step's gradient by 1/(B*T*A), so a buffer
-// holding k micro-steps' gradients holds k/A times their mean gradient.
-//   big:   the reduced global gradient, the mean over all N*A micro-batches: B_big = N*A*B*T
-//          tokens (-d); |G_big|^2 is the squared norm zero_optimizer_step computes for clipping.
-//   small: a rank's own gradient, which the engine reads unit by unit in zero_grads_unit_ready
-//          before the unit's collective, on the micro-steps the trainer flags; summed over units,
-//          then averaged over ranks on the global norm's all-reduce. Which gradient that is
-//          depends on what the stage keeps:
-//
-//   stages ranks  measured on        the buffer then holds                  B_small  |G_small|^2
-//   0, 1   N > 1  last micro-step    the rank's whole accumulated batch     A*B*T    mean over ranks of |buf|^2
-//   0, 1   N = 1  first micro-step   micro-step 0 alone (zeroed before it)  B*T      A^2 |buf|^2
-//   2, 3   any    every micro-step   that micro-step alone (working unit)   B*T      mean over the N*A micro-batches
-//                                                                                    of A^2 |buf|^2
-//
-// Where the small batches together make up the big one (every row but the second), the mean of
-// their squared norms is at least the squared norm of their mean, so |G_small|^2 >= |G_big|^2
-// and the tr(Σ) estimate is >= 0 on every step, not only in expectation. The second row has no
-// such bound (one rank, stages 0, 1: backward accumulates later micro-steps in place, so only
-// micro-step 0 exists on its own): a gradient spike in another micro-batch gives one strongly
-// negative tr(Σ) estimate that can hold B_simple undefined for tens of steps. One rank with
-// accumulation therefore measures best with a stage-2/3 binary (build/train_gpt2_z2).
-// With A = 1 every row measures the same gradients, so every stage logs the same values; with
-// A > 1 stages 0/1 and 2/3 estimate the same B_simple from different small batches.
-// One rank without accumulation has one batch size only: no small batch, the meter is off.
-// The meter restarts on resume (its EMAs are not in the checkpoint).
-
-typedef enum { GNS_OFF, GNS_RANK_BATCH, GNS_FIRST_MICRO_BATCH, GNS_EVERY_MICRO_BATCH } GNSSmallBatch;
-static const char* const gns_small_batch_names[] = {"off", "rank_batch", "first_micro_batch", "every_micro_batch"};
-
-typedef struct {
-    GNSSmallBatch small_batch;   // the table's row (GNS_OFF: no small batch, or -gb -1)
-    int on;                      // small_batch != GNS_OFF
-    const char* off_reason;      // why not, when off
-    int grad_accum_steps;        // A
-    double b_small, b_big;       // tokens
-    double small_scale;          // |G_small|^2 = small_scale * the engine's mean over ranks
-    double g_small_sq, g_big_sq; // this step's |G_small|^2 and |G_big|^2 (NaN when off)
-    GNSMeter meter;
-} GradientNoiseScale;
-
-static void noise_scale_setup(GradientNoiseScale* g, float ema_beta, int B, int T, int world_size, int grad_accum_steps,
-                              int total_batch_tokens) {
-    memset(g, 0, sizeof(*g));
-    double A = grad_accum_steps, micro_batch = (double)B * T;
-    g->grad_accum_steps = grad_accum_steps;
-    g->b_big = (double)total_batch_tokens;
-    g->b_small = micro_batch;
-    if (ema_beta < 0.0f) {
-        g->small_batch = GNS_OFF;
-        g->off_reason = "-gb -1";
-    } else if (world_size * grad_accum_steps == 1) {
-        g->small_batch = GNS_OFF;
-        g->off_reason = "one rank without accumulation has no smaller batch; accumulate with -d > B*T to measure";
-    } else if (ZERO_STAGE >= 2) {
-        g->small_batch = GNS_EVERY_MICRO_BATCH;
-        g->small_scale = A; // A^2 per micro-batch, summed over A micro-steps: / A for the mean
-    } else if (world_size > 1) {
-        g->small_batch = GNS_RANK_BATCH;
-        g->b_small = A * micro_batch;
-        g->small_scale = 1.0; // the accumulated buffer is already the mean over the rank's A micro-batches
-    } else {
-        g->small_batch = GNS_FIRST_MICRO_BATCH;
-        g->small_scale = A * A;
-    }
-    g->on = g->small_batch != GNS_OFF;
-    g->g_small_sq = g->g_big_sq = NAN;
-    gns_init(&g->meter, ema_beta >= 0.0f ? ema_beta : 0.0);
-}
-
-// Does the engine read the rank's local gradient norms on this micro-step? (the table above)
-static int noise_scale_measures(const GradientNoiseScale* g, int micro_step) {
-    switch (g->small_batch) {
-    case GNS_RANK_BATCH: return micro_step == g->grad_accum_steps - 1;
-    case GNS_FIRST_MICRO_BATCH: return micro_step == 0;
-    case GNS_EVERY_MICRO_BATCH: return 1;
-    default: return 0;
-    }
-}
-
-// After zero_optimizer_step: this step's two squared norms into the meter (see above).
-static void noise_scale_step(GradientNoiseScale* g, const ZeroEngine* z) {
-    if (!g->on) return;
-    g->g_small_sq = g->small_scale * z->local_grad_norm_sq_mean;
-    g->g_big_sq = z->grad_norm_sq;
-    gns_update(&g->meter, g->g_small_sq, g->b_small, g->g_big_sq, g->b_big); // -1 (non-finite): meter unchanged
-}
-
-// The step line's B_simple in tokens: "n/a" when the meter is off, "-" while it is undefined
-// (a smoothed |G|^2 or tr(Σ) not yet positive: noise swamps the signal, see gns_update).
-static const char* noise_scale_text(const GradientNoiseScale* g, char* buf, size_t cap) {
-    if (!g->on) snprintf(buf, cap, "n/a");
-    else if (!isfinite(g->meter.b_simple)) snprintf(buf, cap, "-");
-    else snprintf(buf, cap, "%.0f", g->meter.b_simple);
-    return buf;
-}
-
-// A JSON number with `digits` significant digits, null when not finite (the raw norms get 9:
-// B_simple recomputed from the log depends on their difference).
-static const char* json_number_digits(char* buf, size_t cap, double x, int digits) {
-    if (isfinite(x)) snprintf(buf, cap, "%.*g", digits, x);
-    else snprintf(buf, cap, "null");
-    return buf;
-}
-
-// ----------------------------------------------------------------------------
-// Test hooks (tests/t_30_zero_*.sh; not for users), from the environment variable
-// ZERO_TEST_FAULT:  "stall:R@S"  rank R stops responding at the start of step S (a hung rank);
-// "exit:R@S"  rank R exits at once, status 3, without MPI_Finalize (a crashed rank);
-// "stop@S"  every rank leaves the training loop at step S, after that step's checkpoint (a
-// preempted job, for resume tests).
-typedef struct { char kind[8]; int rank, step; } TestFault;
-
-static TestFault test_fault_from_env(void) {
-    TestFault f = {"", -1, -1};
-    const char* s = getenv("ZERO_TEST_FAULT");
-    if (s == NULL || *s == '\0') return f;
-    if (sscanf(s, "stall:%d@%d", &f.rank, &f.step) == 2) strcpy(f.kind, "stall");
-    else if (sscanf(s, "exit:%d@%d", &f.rank, &f.step) == 2) strcpy(f.kind, "exit");
-    else if (sscanf(s, "stop@%d", &f.step) == 1) strcpy(f.kind, "stop");
-    else { fprintf(stderr, "error: ZERO_TEST_FAULT=%s: unknown; expected stall:R@S, exit:R@S or stop@S\n", s); exit(1); }
-    return f;
-}
-
-// Called at the top of each step, after val/sample/checkpoint: returns 1 if the loop must stop.
-static int test_fault_at_step(const TestFault* f, int step, int rank) {
-    if (f->step != step) return 0;
-    if (strcmp(f->kind, "stall") == 0 && rank == f->rank) {
-        fprintf(stderr, "test fault: rank %d stalls at step %d\n", rank, step);
-        for (;;) { struct timespec ts = {1, 0}; nanosleep(&ts, NULL); }
-    }
-    if (strcmp(f->kind, "exit") == 0 && rank == f->rank) {
-        fprintf(stderr, "test fault: rank %d exits at step %d\n", rank, step);
-        _exit(3);
-    }
-    if (strcmp(f->kind, "stop") == 0) {
-        if (rank == 0) printf("test fault: stopping at step %d\n", step);
-        return 1;
-    }
-    return 0;
-}
-
-// ----------------------------------------------------------------------------
 
 /*
  * One optimizer step (0-based `step`): grad_accum_steps micro-steps of forward + backward on
@@ -572,11 +425,10 @@ typedef struct {
     const char* eta;
 } StepReport;
 
-// Rank 0 prints the step line; the log (rank 0 only) gets the train record: gns_small_sq,
-// gns_big_sq are this step's |G_small|^2, |G_big|^2; gns_g2, gns_trace the smoothed |G|^2 and
-// tr(Σ) whose ratio is b_simple (tokens); null when off or not finite.
+// Rank 0 prints the step line; the log (rank 0 only) gets the train record, with the meter's
+// fields (noise_scale_train_fields).
 static void report_train_step(const StepReport* r, const GradientNoiseScale* gns, Logger* logger, int print) {
-    char gns_text[32], small_sq[32], big_sq[32], g2[32], trace[32], b_simple[32], loss_text[32], norm_text[32];
+    char gns_text[32], gns_fields[256], loss_text[32], norm_text[32];
     if (print) {
         printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | gns %s | %.1f ms | comm wait %.1f ms | sent %lld | %.0f tok/s | eta %s\n",
                r->step, r->max_steps, r->loss, r->lr, r->grad_norm, noise_scale_text(gns, gns_text, sizeof(gns_text)),
@@ -584,16 +436,10 @@ static void report_train_step(const StepReport* r, const GradientNoiseScale* gns
         fflush(stdout);
     }
     logger_record(logger, "train", "\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.3f,"
-                  "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,\"sent_elements\":%lld,"
-                  "\"gns_small_sq\":%s,\"gns_big_sq\":%s,\"gns_g2\":%s,\"gns_trace\":%s,\"b_simple\":%s",
+                  "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,\"sent_elements\":%lld,%s",
                   r->step, json_number(loss_text, sizeof(loss_text), r->loss), r->lr,
                   json_number(norm_text, sizeof(norm_text), r->grad_norm), r->seconds * 1000.0, r->tokens_per_s, r->tokens_seen,
-                  r->batch_tokens, r->comm_wait_ms, r->sent_elements,
-                  json_number_digits(small_sq, sizeof(small_sq), gns->g_small_sq, 9),
-                  json_number_digits(big_sq, sizeof(big_sq), gns->g_big_sq, 9),
-                  json_number(g2, sizeof(g2), gns->on ? gns->meter.g2_smooth : NAN),
-                  json_number(trace, sizeof(trace), gns->on ? gns->meter.trace_smooth : NAN),
-                  json_number(b_simple, sizeof(b_simple), gns->on ? gns->meter.b_simple : NAN));
+                  r->batch_tokens, r->comm_wait_ms, r->sent_elements, noise_scale_train_fields(gns_fields, sizeof(gns_fields), gns));
 }
 
 // ----------------------------------------------------------------------------
@@ -608,7 +454,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     int B = model->B, T = model->T, world_size = z->world_size;
     size_t psi = model->layout.padded_numel;
     int threads = omp_get_max_threads();
-    char gns_b_small[32], gns_b_big[32], gns_beta[32], init_text[8192];
+    char gns_fields[256], init_text[8192];
     printf("GPT-2 CPU trainer | ZeRO stage %d | world size %d | threads per rank %d\n", ZERO_STAGE, world_size, threads);
     // Ranks on one machine share its cores: more threads than cores in total slows every rank.
     const char* local_size = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -628,14 +474,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
            z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
            z->bytes_working / 1048576.0, model->act_bytes / 1048576.0);
     printf("train: %zu tokens | val: %s\n", train_loader->num_tokens_total, do_val ? args->val_pattern : "off");
-    static const char* const small_batch_text[] = {"", "each rank's whole batch", "the first micro-batch",
-                                                   "every micro-batch of every rank"};
-    if (gns->on)
-        printf("gns: B_small %.0f tokens (%s) | B_big %.0f tokens (the global batch) | EMA beta %g "
-               "| step lines show B_simple in tokens ('-' while undefined)\n", gns->b_small,
-               small_batch_text[gns->small_batch], gns->b_big, gns->meter.ema_beta);
-    else
-        printf("gns: off (%s)\n", gns->off_reason);
+    noise_scale_print_setup(gns);
     if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, init);
     logger_record(logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
                   "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
@@ -643,7 +482,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
                   "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\","
-                  "\"gns_small_batch\":\"%s\",\"gns_b_small\":%s,\"gns_b_big\":%s,\"gns_beta\":%s",
+                  "%s",
                   json_escape(init_text, sizeof(init_text), args->init), cfg->num_layers, cfg->channels, cfg->num_heads,
                   cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
@@ -652,10 +491,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   zero_state_bytes_formula(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_text[ZERO_STAGE],
                   zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps),
                   zero_elements_sent_formula_text[ZERO_STAGE],
-                  gns_small_batch_names[gns->small_batch],
-                  json_number(gns_b_small, sizeof(gns_b_small), gns->on ? gns->b_small : NAN),
-                  json_number(gns_b_big, sizeof(gns_b_big), gns->on ? gns->b_big : NAN),
-                  json_number(gns_beta, sizeof(gns_beta), gns->on ? gns->meter.ema_beta : NAN));
+                  noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns));
     fflush(stdout);
 }
 

@@ -340,11 +340,11 @@ typedef struct {
     int scalar_all_reduces_step;
     double comm_wait_s_step, comm_wait_s_total;        // exposed: time spent waiting
     // Gradient noise scale meter (common/gns.h; McCandlish et al. 2018, App. A). On the micro-steps
-    // the trainer sets measure_local_grad_norm for (train_gpt2.c "Gradient noise scale"),
+    // the trainer sets measure_local_grad_norm for (common/noise_scale.h, the table there),
     // zero_grads_unit_ready adds each unit's squared norm of THIS rank's own gradient, read before
     // the unit's collective starts.
     int measure_local_grad_norm;
-    double local_grad_norm_sq;      // this rank, summed over units, this step
+    double local_grad_norm_sq;      // this rank, summed over units, this step (GPU: read back in zero_optimizer_step)
     double local_grad_norm_sq_mean; // its mean over ranks (zero_optimizer_step)
     double grad_norm_sq;            // the reduced global gradient's, before clipping (zero_optimizer_step)
 } ZeroEngine;

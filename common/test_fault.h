@@ -1,0 +1,50 @@
+/*
+ * test_fault.h: test hooks shared by the CPU and GPU trainers (tests/t_30_zero_*.sh,
+ * dev/gpu_check.sh; not for users), read from the environment variable ZERO_TEST_FAULT:
+ *   "stall:R@S"  rank R stops responding at the start of step S (a hung rank);
+ *   "exit:R@S"   rank R exits at once, status 3, without MPI_Finalize (a crashed rank);
+ *   "stop@S"     every rank leaves the training loop at step S, after that step's checkpoint
+ *                (a preempted job, for resume tests).
+ * Host C, header-only, libc only.
+ */
+#ifndef TEST_FAULT_H
+#define TEST_FAULT_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct { char kind[8]; int rank, step; } TestFault;
+
+static TestFault test_fault_from_env(void) {
+    TestFault f = {"", -1, -1};
+    const char* s = getenv("ZERO_TEST_FAULT");
+    if (s == NULL || *s == '\0') return f;
+    if (sscanf(s, "stall:%d@%d", &f.rank, &f.step) == 2) strcpy(f.kind, "stall");
+    else if (sscanf(s, "exit:%d@%d", &f.rank, &f.step) == 2) strcpy(f.kind, "exit");
+    else if (sscanf(s, "stop@%d", &f.step) == 1) strcpy(f.kind, "stop");
+    else { fprintf(stderr, "error: ZERO_TEST_FAULT=%s: unknown; expected stall:R@S, exit:R@S or stop@S\n", s); exit(1); }
+    return f;
+}
+
+// Called at the top of each step, after val/sample/checkpoint: returns 1 if the loop must stop.
+static int test_fault_at_step(const TestFault* f, int step, int rank) {
+    if (f->step != step) return 0;
+    if (strcmp(f->kind, "stall") == 0 && rank == f->rank) {
+        fprintf(stderr, "test fault: rank %d stalls at step %d\n", rank, step);
+        for (;;) { struct timespec ts = {1, 0}; nanosleep(&ts, NULL); }
+    }
+    if (strcmp(f->kind, "exit") == 0 && rank == f->rank) {
+        fprintf(stderr, "test fault: rank %d exits at step %d\n", rank, step);
+        _exit(3);
+    }
+    if (strcmp(f->kind, "stop") == 0) {
+        if (rank == 0) printf("test fault: stopping at step %d\n", step);
+        return 1;
+    }
+    return 0;
+}
+
+#endif // TEST_FAULT_H
