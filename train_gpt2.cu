@@ -18,6 +18,8 @@
  * zero_optimizer_step around them); the engine runs the kernels' side on z->compute and one
  * collective per unit on z->comm, started behind an event as backward finishes the unit.
  * Checkpoints, -y 1 resume and the -wt collective timeout are the engine's too (zero.cuh).
+ * The gradient noise scale meter (common/noise_scale.h: the gns step-line field and log fields)
+ * and the ZERO_TEST_FAULT hooks (common/test_fault.h) are the CPU trainer's, shared.
  *
  * Shapes: B micro-batch, T sequence length, C channels, NH heads, L layers, Vp padded vocab.
  * test_gpt2.cu includes this file with TESTING defined to reuse everything but main().
@@ -41,9 +43,11 @@
 #include "common/logger.h"
 #include "common/rng.h"
 #include "common/schedule.h"
+#include "common/test_fault.h"
 #include "common/tokenizer.h"
 #include "common/zero_checkpoint.h"
 #include "zero.cuh"
+#include "common/noise_scale.h" // the GNS meter's glue to the engine, shared with train_gpt2.c: after zero.cuh
 
 #include "common/cuda_utils.cuh"
 #include "kernels/adamw.cuh"
@@ -526,10 +530,10 @@ static double gpu_used_mib(void) {
 
 // Rank 0, at start-up: what runs (stage, world size, device, collectives, model, batch), what
 // each rank allocates and sends beside DESIGN.md's formulas (zero_print_accounting, as the CPU
-// trainer), on stdout and as the log's config record.
+// trainer), the GNS meter's set-up, on stdout and as the log's config record.
 static void print_run_config(const TrainArgs* args, const GPT2* model, const char* init, const DataLoader* train_loader,
                              int do_val, int grad_accum_steps, int total_batch_tokens, int max_steps, int start_step,
-                             Logger* logger) {
+                             const GradientNoiseScale* gns, Logger* logger) {
     const GPT2Config* cfg = &model->config;
     const ZeroEngine* z = &model->zero;
     int B = model->B, T = model->T, world_size = z->world_size;
@@ -551,14 +555,15 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
            "activations %.1f MiB\n", z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
            z->bytes_working / 1048576.0, model->act_bytes / 1048576.0);
     printf("train: %zu tokens | val: %s\n", train_loader->num_tokens_total, do_val ? args->val_pattern : "off");
+    noise_scale_print_setup(gns);
     if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, init);
-    char init_text[8192];
+    char init_text[8192], gns_fields[256];
     logger_record(logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
                   "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
                   "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,"
                   "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
-                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\",\"device\":\"%s\",\"collectives\":\"%s\"",
+                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\",\"device\":\"%s\",\"collectives\":\"%s\",%s",
                   json_escape(init_text, sizeof(init_text), args->init), cfg->num_layers, cfg->channels, cfg->num_heads,
                   cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
@@ -566,7 +571,8 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working,
                   zero_state_bytes_formula_mixed(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_mixed_text[ZERO_STAGE],
                   zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps),
-                  zero_elements_sent_formula_text[ZERO_STAGE], prop.name, ZERO_COMM_NAME);
+                  zero_elements_sent_formula_text[ZERO_STAGE], prop.name, ZERO_COMM_NAME,
+                  noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns));
     fflush(stdout);
 }
 
@@ -584,6 +590,7 @@ int main(int argc, char** argv) {
         fprintf(stderr, "error: -y 1: resuming needs the checkpoint directory; expected -o <dir> as well\n");
         return 1;
     }
+    TestFault fault = test_fault_from_env();
     int rank = 0, world_size = 1;
     zero_ranks_start(&argc, &argv, &rank, &world_size);
     int B = args.B, T = args.T;
@@ -671,8 +678,10 @@ int main(int argc, char** argv) {
     AdamWConfig opt = {0.9f, 0.95f, 1e-8f, args.weight_decay, args.grad_clip};
     double model_flops_per_token = flops_per_token(&model, T);
 
+    GradientNoiseScale gns; // common/noise_scale.h: which gradients the engine measures, per stage
+    noise_scale_setup(&gns, args.gns_beta, B, T, world_size, grad_accum_steps, total_batch_tokens);
     if (rank == 0) print_run_config(&args, &model, start_step > 0 ? resume_model : args.init, &train_loader, do_val,
-                                    grad_accum_steps, total_batch_tokens, max_steps, start_step, &logger);
+                                    grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, &logger);
 
     double train_seconds = 0.0, train_comm_wait_s = 0.0, peak_used_mib = 0.0;
     long long tokens_seen = (long long)start_step * total_batch_tokens;
@@ -695,7 +704,7 @@ int main(int argc, char** argv) {
             DataLoaderState data = dataloader_get_state(&train_loader);
             zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, total_batch_tokens);
         }
-        if (last_step) break;
+        if (last_step || test_fault_at_step(&fault, step, rank)) break;
 
         // One optimizer step: micro-steps of forward + backward (each unit's collective starts
         // on the comm stream as backward finishes it), then AdamW on the owned slices.
@@ -705,10 +714,13 @@ int main(int argc, char** argv) {
             if (!args.overfit_single_batch || (step == 0 && micro_step == 0)) dataloader_next_batch(&train_loader);
             gpt2_forward(&model, train_loader.inputs, train_loader.targets, B, T,
                          1.0f / ((float)B * T * grad_accum_steps), 1.0f / grad_accum_steps);
+            z->measure_local_grad_norm = noise_scale_measures(&gns, micro_step); // the GNS small batch(es)
             gpt2_backward(&model, B, T, micro_step == grad_accum_steps - 1);
         }
+        z->measure_local_grad_norm = 0;
         float lr = lr_at_step(&schedule, step);
         float grad_norm = zero_optimizer_step(z, &opt, lr, step + 1);
+        noise_scale_step(&gns, z);
         // The mean over ranks, as one process with the global batch would report it.
         float train_loss = (float)zero_all_reduce_mean(z, gpt2_take_loss(&model), "train loss");
         double seconds = wall_seconds() - t0;
@@ -724,18 +736,20 @@ int main(int argc, char** argv) {
         char eta[32];
         format_eta(eta, sizeof(eta), mean_step * (max_steps - step - 1));
         if (rank == 0) {
-            printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | %.1f ms | comm wait %.1f ms | sent %lld | %.0f tok/s | "
-                   "MFU %.1f%% | eta %s\n", step + 1, max_steps, train_loss, lr, grad_norm, seconds * 1000.0,
-                   comm_wait_ms, sent, tokens_per_s, 100.0 * mfu, eta);
+            char gns_text[32];
+            printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | gns %s | %.1f ms | comm wait %.1f ms | sent %lld | "
+                   "%.0f tok/s | MFU %.1f%% | eta %s\n", step + 1, max_steps, train_loss, lr, grad_norm,
+                   noise_scale_text(&gns, gns_text, sizeof(gns_text)), seconds * 1000.0, comm_wait_ms, sent, tokens_per_s,
+                   100.0 * mfu, eta);
             fflush(stdout);
         }
-        char loss_text[32], norm_text[32];
+        char loss_text[32], norm_text[32], gns_fields[256];
         logger_record(&logger, "train", "\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.3f,"
                       "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,"
-                      "\"sent_elements\":%lld,\"mfu\":%.4f",
+                      "\"sent_elements\":%lld,\"mfu\":%.4f,%s",
                       step + 1, json_number(loss_text, sizeof(loss_text), train_loss), lr,
                       json_number(norm_text, sizeof(norm_text), grad_norm), seconds * 1000.0, tokens_per_s, tokens_seen,
-                      total_batch_tokens, comm_wait_ms, sent, mfu);
+                      total_batch_tokens, comm_wait_ms, sent, mfu, noise_scale_train_fields(gns_fields, sizeof(gns_fields), &gns));
         if (!isfinite(train_loss) || !isfinite(grad_norm)) {
             // Every rank sees the same (all-reduced) values, so every rank stops here.
             if (rank == 0)

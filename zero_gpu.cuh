@@ -20,7 +20,9 @@
  *     working unit);
  *   - the optimizer step waits for the comm stream, reads the squared norm of the owned
  *     gradient slices back (one host wait per step) and sums it over ranks with zero.cuh's
- *     scalar MPI all-reduce; the 1/world_size average is folded into AdamW's gradient scale.
+ *     scalar MPI all-reduce; the 1/world_size average is folded into AdamW's gradient scale;
+ *   - the gradient noise scale meter's local norm (measure_local_grad_norm) is a kernel on the
+ *     compute stream that adds into a device scalar, read back with the global norm's.
  * The host waits only at the optimizer's norm read-back, at set-up, at checkpoints and where the
  * trainer reads the loss, always through zero_device_wait: a poll with a clock that also checks
  * NCCL for asynchronous errors. Past -wt seconds without a collective finishing, it names the
@@ -403,9 +405,10 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
     CUDA_CHECK(cudaEventCreateWithFlags(&z->host_mark, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreate(&z->wait_begin));
     CUDA_CHECK(cudaEventCreate(&z->wait_end));
-    z->norm_device = (float*)zero_device_calloc(1, sizeof(float), "gradient norm");
+    // norm_device[0]: squared norm of the owned slices; [1]: the GNS meter's local squared norm.
+    z->norm_device = (float*)zero_device_calloc(2, sizeof(float), "gradient norms");
     z->norm_scratch = (float*)zero_device_calloc(GLOBAL_NORM_BLOCKS, sizeof(float), "gradient norm scratch");
-    CUDA_CHECK(cudaMallocHost((void**)&z->norm_host, sizeof(float)));
+    CUDA_CHECK(cudaMallocHost((void**)&z->norm_host, 2 * sizeof(float)));
     // The memsets above ran on the legacy stream, which the non-blocking streams do not order
     // against: finish them before any engine or model work.
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -569,6 +572,17 @@ static bf16* zero_grads_unit(ZeroEngine* z, int unit) {
  */
 static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) {
     const ParamUnit* u = &z->layout->units[unit];
+    if (z->measure_local_grad_norm) {
+        // GNS small batch, as in the CPU engine: this rank's unit gradient as backward left it,
+        // before the collective below sums it with the other ranks'. Stages 0, 1: the full
+        // buffer, i.e. everything accumulated so far this step; stages 2, 3: the working unit,
+        // this micro-step alone. A kernel on the compute stream, behind backward's kernels for
+        // the unit and ahead of the event the collective waits for, adds its squared norm
+        // (padded_numel bf16 elements, fp32 sum) into norm_device[1]; no host wait.
+        ZeroWorkingUnit* w = ZERO_STAGE >= 2 ? zero_work_find(z->grad_work, unit) : NULL;
+        const bf16* local = ZERO_STAGE >= 2 ? (w ? w->data : NULL) : z->grads + u->offset;
+        if (local) norm_squared_cuda(z->norm_device + 1, z->norm_scratch, local, u->padded_numel, 1, z->compute);
+    }
     if (ZERO_STAGE <= 1 && !last_micro_step) { zero_device_progress(z); return; }
     zero_stream_after(z->comm, z->compute, z->compute_mark);
     if (ZERO_STAGE == 0) {
@@ -609,6 +623,8 @@ static void zero_step_begin(ZeroEngine* z, int step) {
     z->sent_elements_step = 0;
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;
+    z->local_grad_norm_sq = 0.0;
+    CUDA_CHECK(cudaMemsetAsync(z->norm_device + 1, 0, sizeof(float), z->compute)); // the GNS local norm's sum
     zero_grads_zero(z);
 }
 
@@ -620,8 +636,9 @@ static void zero_step_begin(ZeroEngine* z, int step) {
  *      communication, timed with events
  *   2. average: the collectives summed over ranks; 1/world_size is folded into the norm and
  *      into AdamW's gradient scale instead of a pass over the gradients
- *   3. global norm: squared norms of the owned slices (device), read back (the step's one host
- *      wait), one scalar all-reduce over MPI (zero_all_reduce_sum, as on the CPU)
+ *   3. global norm: squared norms of the owned slices (device), read back with the GNS meter's
+ *      local squared norm (the step's one host wait), both summed in one scalar all-reduce over
+ *      MPI (zero_all_reduce_sum_doubles, as on the CPU)
  *   4. clip coefficient, AdamW on the owned slices, tensor by tensor (weight decay on 2-D
  *      tensors only); bf16 parameters by stochastic rounding keyed by step and global index
  *   5. stages 1, 2: all-gather each unit's updated slice on the comm stream, behind an event
@@ -648,10 +665,18 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
     for (int unit = 0; unit < layout->num_units; unit++)
         norm_squared_cuda(z->norm_device, z->norm_scratch, zero_owned(z, z->grads, ZERO_BUF_GRADS, unit),
                           layout->units[unit].shard_numel, unit > 0, z->compute);
-    CUDA_CHECK(cudaMemcpyAsync(z->norm_host, z->norm_device, sizeof(float), cudaMemcpyDeviceToHost, z->compute));
+    CUDA_CHECK(cudaMemcpyAsync(z->norm_host, z->norm_device, 2 * sizeof(float), cudaMemcpyDeviceToHost, z->compute));
     zero_stream_synchronize(z, z->compute, "gradient norm");
+    // The same all-reduce carries the GNS meter's local squared norm (0 when not measured), so
+    // the meter costs no extra collective: [owned slices' sum, this rank's local norm^2], summed.
+    // The reduced gradient is the sum over ranks (the average is folded into AdamW): / N^2.
     double inv_world = 1.0 / (double)N;
-    double norm_sq = zero_all_reduce_sum(z, (double)*z->norm_host, "grad norm") * inv_world * inv_world;
+    z->local_grad_norm_sq = (double)z->norm_host[1];
+    double sums[2] = {(double)z->norm_host[0], z->local_grad_norm_sq};
+    zero_all_reduce_sum_doubles(z, sums, 2, "grad norm");
+    double norm_sq = sums[0] * inv_world * inv_world;
+    z->grad_norm_sq = norm_sq;
+    z->local_grad_norm_sq_mean = sums[1] * inv_world;
     float norm = (float)sqrt(norm_sq);
     float wait_ms = 0.0f;
     CUDA_CHECK(cudaEventElapsedTime(&wait_ms, z->wait_begin, z->wait_end));

@@ -1,6 +1,6 @@
 /*
- * test_fault.h: test hooks shared by the CPU and GPU trainers (tests/t_30_zero_*.sh,
- * dev/gpu_check.sh; not for users), read from the environment variable ZERO_TEST_FAULT:
+ * test_fault.h: test hooks shared by the CPU and GPU trainers (tests/t_30_zero_*.sh run them on
+ * the CPU build; not for users), read from the environment variable ZERO_TEST_FAULT:
  *   "stall:R@S"  rank R stops responding at the start of step S (a hung rank);
  *   "exit:R@S"   rank R exits at once, status 3, without MPI_Finalize (a crashed rank);
  *   "stop@S"     every rank leaves the training loop at step S, after that step's checkpoint

@@ -10,7 +10,9 @@
 #      -y 1 resume from the step-3 checkpoint (losses and norms expected identical); and, when
 #      mpirun is here, the host-staged MPI backend with 2 ranks on this one GPU at stages 1 and 3
 #      vs 1 rank at stage 0 on the same global batch (losses within 2e-2: bf16 sums in another
-#      order, the test_gpt2cu loss tolerance)
+#      order, the test_gpt2cu loss tolerance); and the gradient noise scale meter on the device
+#      (zero_gpu.cuh, common/noise_scale.h): 4 steps of d2 with 4 micro-steps at stages 0 (first
+#      micro-batch) and 2 (every micro-batch), every logged |G_small|^2, |G_big|^2 finite and > 0
 # Data is local only: data/tinyshakespeare/ shards (data/tinyshakespeare.py from ../shared/data)
 # when they can be made, else random-token shards in build/gpu_check/data (a tiny Python script):
 # throughput does not depend on which tokens are trained on.
@@ -135,6 +137,34 @@ for s in $STAGES; do
     else
         echo "FAIL zero${s}_resume_matches_straight_run: straight [$(tr '\n' ';' <<<"$straight")] resumed [$(tr '\n' ';' <<<"$resumed")] (logs $dir.log, $dir.resumed.log)"
     fi
+done
+# GNS meter: finite, |G_big|^2 = grad_norm^2 (1e-4 relative: grad_norm is logged with 6 digits),
+# and at stage 2 |G_small|^2 >= |G_big|^2 on every step (a mean of squares >= the square of the
+# mean; 1e-2 relative slack for bf16 gradients summed in another order).
+for s in 0 2; do
+    dir=$OUT/gns_zero$s
+    rm -rf "$dir"
+    timeout 60 "./build/cuda/train_gpt2cu_sm90_zero$s" "${D2[@]}" -d 1024 -x 4 -o "$dir" >"$dir.log" 2>&1
+    python3 - "$dir/log.jsonl" "$s" <<'PY'
+import json, math, sys
+stage = int(sys.argv[2])
+try:
+    recs = [r for r in map(json.loads, open(sys.argv[1])) if r.get("kind") == "train"]
+except OSError as e:
+    recs, bad = [], [str(e)]
+else:
+    bad = [] if len(recs) == 4 else ["%d train records, expected 4" % len(recs)]
+num = lambda x: isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+for r in recs:
+    small, big, norm = r.get("gns_small_sq"), r.get("gns_big_sq"), r.get("grad_norm")
+    if not (num(small) and num(big) and num(norm)):
+        bad.append("step %s: gns_small_sq %s gns_big_sq %s grad_norm %s" % (r.get("step"), small, big, norm))
+    elif abs(big - norm * norm) > 1e-4 * big or (stage >= 2 and small < big * (1 - 1e-2)):
+        bad.append("step %s: gns_small_sq %g gns_big_sq %g grad_norm^2 %g" % (r.get("step"), small, big, norm * norm))
+last = recs[-1] if recs else {}
+print("%s zero%d_gns_meter_finite: %s" % ("FAIL" if bad else "PASS", stage, "; ".join(bad) if bad else
+      "4 steps, last |G_small|^2 %g |G_big|^2 %g b_simple %s" % (last["gns_small_sq"], last["gns_big_sq"], last.get("b_simple"))))
+PY
 done
 if command -v mpirun >/dev/null 2>&1; then
     MPIRUN=(mpirun --allow-run-as-root --oversubscribe -np 2)
