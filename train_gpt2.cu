@@ -47,6 +47,7 @@
 #include "common/tokenizer.h"
 #include "common/zero_checkpoint.h"
 #include "zero.cuh"
+#include "common/train_setup.h" // after zero.cuh: starts the ranks through it
 #include "common/noise_scale.h" // the GNS meter's glue to the engine, shared with train_gpt2.c: after zero.cuh
 
 #include "common/cuda_utils.cuh"
@@ -578,69 +579,21 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
 
 #ifndef TESTING
 int main(int argc, char** argv) {
-    TrainArgs args;
-    train_args_parse(&args, argc, argv);
-    train_args_validate(&args);
-    if (args.zero_stage != -1 && args.zero_stage != ZERO_STAGE) {
-        fprintf(stderr, "error: -z %d: this binary was compiled for ZeRO stage %d; expected -z %d or a rebuild with make ZERO_STAGE=%d\n",
-                args.zero_stage, ZERO_STAGE, ZERO_STAGE, args.zero_stage);
-        return 1;
-    }
-    if (args.resume && args.output_dir == NULL) {
-        fprintf(stderr, "error: -y 1: resuming needs the checkpoint directory; expected -o <dir> as well\n");
-        return 1;
-    }
-    TestFault fault = test_fault_from_env();
-    int rank = 0, world_size = 1;
-    zero_ranks_start(&argc, &argv, &rank, &world_size);
-    int B = args.B, T = args.T;
-
-    // Batch: each micro-step every rank processes B*T tokens; accumulate up to -d tokens.
-    long long tokens_per_micro_step_64 = (long long)B * T * world_size;
-    if (tokens_per_micro_step_64 > INT_MAX / 2) {
-        fprintf(stderr, "error: -b %d -t %d: B*T*ranks = %lld tokens per micro-step; expected at most %d\n",
-                B, T, tokens_per_micro_step_64, INT_MAX / 2);
-        return 1;
-    }
-    int tokens_per_micro_step = (int)tokens_per_micro_step_64;
-    int total_batch_tokens = args.total_batch_tokens == -1 ? tokens_per_micro_step : args.total_batch_tokens;
-    if (total_batch_tokens % tokens_per_micro_step != 0) {
-        fprintf(stderr, "error: -d %d: not a multiple of B*T*ranks = %d*%d*%d = %d; expected a multiple of %d\n",
-                total_batch_tokens, B, T, world_size, tokens_per_micro_step, tokens_per_micro_step);
-        return 1;
-    }
-    int grad_accum_steps = total_batch_tokens / tokens_per_micro_step;
-
-    // Resume (-y 1) from the latest complete checkpoint in -o: its model file replaces -e.
-    int start_step = 0;
-    char resume_model[4300] = "";
-    if (args.output_dir && rank == 0) output_dir_prepare(args.output_dir);
-    zero_ranks_barrier(world_size); // the dir exists before any rank looks into it
-    if (!args.resume && args.output_dir && output_dir_has_run(args.output_dir)) {
-        if (rank == 0)
-            fprintf(stderr, "error: -o %s: holds a previous run (log.jsonl or model_*.bin); expected a new or empty directory, or -y 1 to resume it\n",
-                    args.output_dir);
-        zero_ranks_stop();
-        return 1;
-    }
-    if (args.resume) {
-        int latest = checkpoint_latest_step(args.output_dir);
-        if (latest > 0) {
-            start_step = latest;
-            model_checkpoint_path(resume_model, sizeof(resume_model), args.output_dir, latest);
-        } else if (rank == 0) {
-            printf("resume: no checkpoint in %s; starting from scratch\n", args.output_dir);
-        }
-    }
+    // Flags, ranks, batch arithmetic, output dir, the checkpoint to resume: common/train_setup.h.
+    TrainRun run;
+    train_run_start(&run, &argc, &argv);
+    TrainArgs args = run.args;
+    int rank = run.rank, world_size = run.world_size, B = args.B, T = args.T;
+    int total_batch_tokens = run.total_batch_tokens, grad_accum_steps = run.grad_accum_steps;
+    int start_step = run.start_step, do_val = run.do_val;
 
     DataLoader train_loader, val_loader;
     dataloader_init(&train_loader, args.train_pattern, B, T, rank, world_size);
-    int do_val = args.val_every > 0;
     if (do_val) dataloader_init(&val_loader, args.val_pattern, B, T, rank, world_size);
 
     matmul_init();
     GPT2 model;
-    gpt2_build(&model, start_step > 0 ? resume_model : args.init, B, T, (uint64_t)args.seed, rank, world_size);
+    gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size);
     ZeroEngine* z = &model.zero;
     z->timeout_s = args.collective_timeout_s;
     if (start_step > 0) {
@@ -651,21 +604,7 @@ int main(int argc, char** argv) {
         dataloader_set_state(&train_loader, data);
         zero_params_round_as_step(z, start_step);
     }
-    int max_steps = args.max_steps;
-    if (max_steps == -1) max_steps = (int)(train_loader.num_tokens_total / (size_t)total_batch_tokens);
-    if (max_steps < 1 && args.max_steps == -1) max_steps = 1;
-    if (max_steps < start_step) {
-        if (rank == 0) fprintf(stderr, "error: -x %d: the checkpoint being resumed is at step %d; expected -x >= %d\n", max_steps, start_step, start_step);
-        zero_ranks_stop();
-        return 1;
-    }
-    if (args.sample_every > 0 && args.gen_tokens >= model.config.max_seq_len) {
-        if (rank == 0) fprintf(stderr, "error: -g %d: longer than the model's context; expected -g < %d\n", args.gen_tokens, model.config.max_seq_len);
-        zero_ranks_stop();
-        return 1;
-    }
-    dataloader_set_vocab_size(&train_loader, model.config.vocab_size);
-    if (do_val) dataloader_set_vocab_size(&val_loader, model.config.vocab_size);
+    int max_steps = train_run_checks_with_model(&run, &model.config, &train_loader, do_val ? &val_loader : NULL);
 
     Tokenizer tokenizer = {0}; // only read when samples are printed
     if (args.sample_every > 0) tokenizer_init(&tokenizer, tokenizer_path_beside(args.train_pattern));
@@ -680,7 +619,7 @@ int main(int argc, char** argv) {
 
     GradientNoiseScale gns; // common/noise_scale.h: which gradients the engine measures, per stage
     noise_scale_setup(&gns, args.gns_beta, B, T, world_size, grad_accum_steps, total_batch_tokens);
-    if (rank == 0) print_run_config(&args, &model, start_step > 0 ? resume_model : args.init, &train_loader, do_val,
+    if (rank == 0) print_run_config(&args, &model, run.init, &train_loader, do_val,
                                     grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, &logger);
 
     double train_seconds = 0.0, train_comm_wait_s = 0.0, peak_used_mib = 0.0;
@@ -704,7 +643,7 @@ int main(int argc, char** argv) {
             DataLoaderState data = dataloader_get_state(&train_loader);
             zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, total_batch_tokens);
         }
-        if (last_step || test_fault_at_step(&fault, step, rank)) break;
+        if (last_step || test_fault_at_step(&run.fault, step, rank)) break;
 
         // One optimizer step: micro-steps of forward + backward (each unit's collective starts
         // on the comm stream as backward finishes it), then AdamW on the owned slices.
