@@ -635,6 +635,30 @@ static ZeroWorkingUnit* zero_work_take(ZeroEngine* z, ZeroWorkingUnit* work, int
     return NULL;
 }
 
+// Each backend finishes a gradient working unit its own way (wait, add the slice into the shard).
+static void zero_grad_work_finish(ZeroEngine* z, ZeroWorkingUnit* w);
+
+/*
+ * Stages 2, 3: the working unit backward will accumulate `unit`'s gradients into. If the unit
+ * is still being reduced from the previous micro-step (the embedding unit is the last one
+ * backward finishes and the first it starts), that reduce-scatter is finished first; when no
+ * working unit is free, the oldest one's is. The caller zeroes the returned buffer.
+ */
+static ZeroWorkingUnit* zero_grad_work_acquire(ZeroEngine* z, int unit) {
+    ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
+    if (w != NULL) zero_grad_work_finish(z, w);
+    w = zero_work_take(z, z->grad_work, unit);
+    if (w == NULL) {
+        ZeroWorkingUnit* oldest = NULL;
+        int first = unit == UNIT_EMBEDDING ? 0 : 1, last = unit == UNIT_EMBEDDING ? 0 : ZERO_WORKING_UNITS - 1;
+        for (int i = first; i <= last; i++)
+            if (oldest == NULL || z->grad_work[i].age < oldest->age) oldest = &z->grad_work[i];
+        zero_grad_work_finish(z, oldest);
+        w = zero_work_take(z, z->grad_work, unit);
+    }
+    return w;
+}
+
 #ifndef __CUDACC__ // the CPU engine from here to zero_optimizer_step; the GPU's is in zero_gpu.cuh
 // Stage 2/3: finish the reduce-scatter of a gradient working unit and add the rank's reduced
 // slice (the first shard_numel elements, in place) into its gradient shard; free the unit.
@@ -708,19 +732,7 @@ static void zero_params_unit_done(ZeroEngine* z, int unit) {
 static float* zero_grads_unit(ZeroEngine* z, int unit) {
     zero_progress(z);
     if (ZERO_STAGE >= 2) {
-        // Still reducing from the previous micro-step (the embedding unit is the last one
-        // backward finishes and the first it starts): finish that reduce-scatter first.
-        ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
-        if (w != NULL) zero_grad_work_finish(z, w);
-        w = zero_work_take(z, z->grad_work, unit);
-        if (w == NULL) {
-            ZeroWorkingUnit* oldest = NULL;
-            int first = unit == UNIT_EMBEDDING ? 0 : 1, last = unit == UNIT_EMBEDDING ? 0 : ZERO_WORKING_UNITS - 1;
-            for (int i = first; i <= last; i++)
-                if (oldest == NULL || z->grad_work[i].age < oldest->age) oldest = &z->grad_work[i];
-            zero_grad_work_finish(z, oldest);
-            w = zero_work_take(z, z->grad_work, unit);
-        }
+        ZeroWorkingUnit* w = zero_grad_work_acquire(z, unit);
         memset(w->data, 0, z->layout->units[unit].padded_numel * sizeof(float));
         return w->data;
     }

@@ -543,19 +543,7 @@ static void zero_params_unit_done(ZeroEngine* z, int unit) {
 static bf16* zero_grads_unit(ZeroEngine* z, int unit) {
     zero_device_progress(z);
     if (ZERO_STAGE >= 2) {
-        // Still reducing from the previous micro-step (the embedding unit is the last one
-        // backward finishes and the first it starts): finish that reduce-scatter first.
-        ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
-        if (w != NULL) zero_grad_work_finish(z, w);
-        w = zero_work_take(z, z->grad_work, unit);
-        if (w == NULL) {
-            ZeroWorkingUnit* oldest = NULL;
-            int first = unit == UNIT_EMBEDDING ? 0 : 1, last = unit == UNIT_EMBEDDING ? 0 : ZERO_WORKING_UNITS - 1;
-            for (int i = first; i <= last; i++)
-                if (oldest == NULL || z->grad_work[i].age < oldest->age) oldest = &z->grad_work[i];
-            zero_grad_work_finish(z, oldest);
-            w = zero_work_take(z, z->grad_work, unit);
-        }
+        ZeroWorkingUnit* w = zero_grad_work_acquire(z, unit); // the policy shared with the CPU engine
         // A free working unit was finished (compute waited for its last reduce-scatter): zero it.
         CUDA_CHECK(cudaMemsetAsync(w->data, 0, z->layout->units[unit].padded_numel * sizeof(bf16), z->compute));
         return w->data;
