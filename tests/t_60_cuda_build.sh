@@ -7,8 +7,15 @@
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
 
+[ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH
 if ! command -v nvcc >/dev/null 2>&1; then
-    echo "FAIL cuda_toolkit_present: nvcc not on PATH; expected the CUDA toolkit (export PATH=/usr/local/cuda/bin:\$PATH)"
+    # CI's machines carry the CUDA toolkit, so there its absence is a failure; a user's CPU-only
+    # machine skips the compile checks (the runner counts SKIP lines separately).
+    if [ "${CI:-}" = "true" ]; then
+        echo "FAIL cuda_toolkit_present: nvcc not found; expected the CUDA toolkit (nvcc, cuBLASLt, NCCL) on CI"
+    else
+        echo "SKIP cuda_toolkit_present: nvcc not found (no CUDA toolkit); the CUDA build's compile checks did not run"
+    fi
     exit 0
 fi
 targets=$(make -s -f Makefile -f - print_cuda_check_targets <<'MK'
