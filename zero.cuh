@@ -635,8 +635,22 @@ static ZeroWorkingUnit* zero_work_take(ZeroEngine* z, ZeroWorkingUnit* work, int
     return NULL;
 }
 
-// Each backend finishes a gradient working unit its own way (wait, add the slice into the shard).
+// Each backend finishes a gradient working unit its own way (wait, add the slice into the shard)
+// and starts a parameter all-gather its own way (MPI, or NCCL on the comm stream).
 static void zero_grad_work_finish(ZeroEngine* z, ZeroWorkingUnit* w);
+static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit);
+
+// Stage 3: the working unit holding `unit`'s gathered parameters: the one already resident (a
+// prefetch, or wte kept from the LM head for backward) or a gather started now.
+static ZeroWorkingUnit* zero_param_work_get(ZeroEngine* z, int unit) {
+    ZeroWorkingUnit* w = zero_work_find(z->param_work, unit);
+    if (w == NULL) w = zero_param_work_gather(z, unit);
+    if (w == NULL) {
+        fprintf(stderr, "error: internal: no free working unit for unit %d (a unit was not handed back)\n", unit);
+        zero_abort_all_ranks(1);
+    }
+    return w;
+}
 
 /*
  * Stages 2, 3: the working unit backward will accumulate `unit`'s gradients into. If the unit
@@ -695,12 +709,7 @@ static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
 static float* zero_params_unit(ZeroEngine* z, int unit) {
     zero_progress(z);
     if (ZERO_STAGE == 3) {
-        ZeroWorkingUnit* w = zero_work_find(z->param_work, unit);
-        if (w == NULL) w = zero_param_work_gather(z, unit);
-        if (w == NULL) {
-            fprintf(stderr, "error: internal: no free working unit for unit %d (a unit was not handed back)\n", unit);
-            zero_abort_all_ranks(1);
-        }
+        ZeroWorkingUnit* w = zero_param_work_get(z, unit);
         zero_op_wait(z, &w->op);
         return w->data;
     }

@@ -502,12 +502,7 @@ static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
 static bf16* zero_params_unit(ZeroEngine* z, int unit) {
     zero_device_progress(z);
     if (ZERO_STAGE == 3) {
-        ZeroWorkingUnit* w = zero_work_find(z->param_work, unit);
-        if (w == NULL) w = zero_param_work_gather(z, unit);
-        if (w == NULL) {
-            fprintf(stderr, "error: internal: no free working unit for unit %d (a unit was not handed back)\n", unit);
-            zero_abort_all_ranks(1);
-        }
+        ZeroWorkingUnit* w = zero_param_work_get(z, unit); // shared with the CPU engine
         zero_stream_wait_op(z->compute, &w->op);
         return w->data;
     }
