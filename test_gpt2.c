@@ -11,15 +11,8 @@
 #define TESTING
 #include "train_gpt2.c"
 #include "common/reference_state.h"
+#include "common/test_report.h"
 
-static int failures = 0;
-
-static void report(const char* name, int ok, const char* fmt, double measured, double tolerance) {
-    if (ok) printf("PASS %s (", name);
-    else { printf("FAIL %s: ", name); failures++; }
-    printf(fmt, measured, tolerance);
-    printf(ok ? ")\n" : "\n");
-}
 
 // Max |a - b| over n elements, and max |b| (to state errors relative to the tensor's scale).
 static double max_abs_diff(const float* a, const float* b, size_t n, double* max_ref) {
@@ -110,5 +103,5 @@ int main(int argc, char** argv) {
 
     gpt2_free(&model);
     reference_state_free(&ref);
-    return failures == 0 ? 0 : 1;
+    return test_failures == 0 ? 0 : 1;
 }

@@ -18,15 +18,8 @@
 #define TESTING
 #include "train_gpt2.cu"
 #include "common/reference_state.h"
+#include "common/test_report.h"
 
-static int failures = 0;
-
-static void report(const char* name, int ok, const char* fmt, double measured, double tolerance) {
-    if (ok) printf("PASS %s (", name);
-    else { printf("FAIL %s: ", name); failures++; }
-    printf(fmt, measured, tolerance);
-    printf(ok ? ")\n" : "\n");
-}
 
 // bf16 device array -> host floats.
 static void read_bf16(float* host, const bf16* device, size_t n) {
@@ -172,6 +165,6 @@ int main(int argc, char** argv) {
     matmul_destroy();
     reference_state_free(&ref);
     zero_ranks_stop();
-    printf("%d failed\n", failures);
-    return failures == 0 ? 0 : 1;
+    printf("%d failed\n", test_failures);
+    return test_failures == 0 ? 0 : 1;
 }

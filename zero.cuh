@@ -673,6 +673,18 @@ static ZeroWorkingUnit* zero_grad_work_acquire(ZeroEngine* z, int unit) {
     return w;
 }
 
+/*
+ * GNS small batch: this rank's gradient of `unit` as backward left it, before the unit's
+ * collective sums it with the other ranks'. Stages 0, 1: the unit in the full buffer, i.e.
+ * everything accumulated so far this step; stages 2, 3: its working unit, this micro-step alone.
+ * padded_numel elements, or NULL when there is none.
+ */
+static const ZeroFloat* zero_gns_local_grads(ZeroEngine* z, int unit) {
+    if (ZERO_STAGE < 2) return z->grads + z->layout->units[unit].offset;
+    ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
+    return w ? w->data : NULL;
+}
+
 #ifndef __CUDACC__ // the CPU engine from here to zero_optimizer_step; the GPU's is in zero_gpu.cuh
 // Stage 2/3: finish the reduce-scatter of a gradient working unit and add the rank's reduced
 // slice (the first shard_numel elements, in place) into its gradient shard; free the unit.
@@ -756,12 +768,8 @@ static float* zero_grads_unit(ZeroEngine* z, int unit) {
  */
 static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) {
     const ParamUnit* u = &z->layout->units[unit];
-    if (z->measure_local_grad_norm) {
-        // GNS small batch: this rank's unit gradient as backward left it, before the collective
-        // below sums it with the other ranks'. Stages 0, 1: the full buffer, i.e. everything
-        // accumulated so far this step; stages 2, 3: the working unit, this micro-step alone.
-        ZeroWorkingUnit* w = ZERO_STAGE >= 2 ? zero_work_find(z->grad_work, unit) : NULL;
-        const float* local = ZERO_STAGE >= 2 ? (w ? w->data : NULL) : z->grads + u->offset;
+    if (z->measure_local_grad_norm) { // GNS small batch, before the collective below
+        const float* local = zero_gns_local_grads(z, unit);
         if (local) z->local_grad_norm_sq += norm_squared(local, u->padded_numel);
     }
     if (ZERO_STAGE == 0 && last_micro_step) {

@@ -556,14 +556,11 @@ static bf16* zero_grads_unit(ZeroEngine* z, int unit) {
 static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) {
     const ParamUnit* u = &z->layout->units[unit];
     if (z->measure_local_grad_norm) {
-        // GNS small batch, as in the CPU engine: this rank's unit gradient as backward left it,
-        // before the collective below sums it with the other ranks'. Stages 0, 1: the full
-        // buffer, i.e. everything accumulated so far this step; stages 2, 3: the working unit,
-        // this micro-step alone. A kernel on the compute stream, behind backward's kernels for
-        // the unit and ahead of the event the collective waits for, adds its squared norm
-        // (padded_numel bf16 elements, fp32 sum) into norm_device[1]; no host wait.
-        ZeroWorkingUnit* w = ZERO_STAGE >= 2 ? zero_work_find(z->grad_work, unit) : NULL;
-        const bf16* local = ZERO_STAGE >= 2 ? (w ? w->data : NULL) : z->grads + u->offset;
+        // GNS small batch (zero_gns_local_grads, shared with the CPU engine). A kernel on the
+        // compute stream, behind backward's kernels for the unit and ahead of the event the
+        // collective waits for, adds its squared norm (padded_numel bf16 elements, fp32 sum)
+        // into norm_device[1]; no host wait.
+        const bf16* local = zero_gns_local_grads(z, unit);
         if (local) norm_squared_cuda(z->norm_device + 1, z->norm_scratch, local, u->padded_numel, 1, z->compute);
     }
     if (ZERO_STAGE <= 1 && !last_micro_step) { zero_device_progress(z); return; }
