@@ -68,8 +68,10 @@ test: train_gpt2 test_gpt2 unit_tests
 clean:
 	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
 
-# CUDA build targets live in cuda.mk (train_gpt2cu, test_gpt2cu, cuda_check).
+# CUDA build targets live in cuda.mk (train_gpt2cu, test_gpt2cu, cuda_check); the same sources
+# built for the CPU emulation of CUDA (tests without a GPU) in emu.mk (emu_binaries).
 -include cuda.mk
+-include emu.mk
 
 # Benchmarks (not tests): dev/bench/*.c become build/*
 $(BUILD)/bench_cpu: dev/bench/bench_cpu.c train_gpt2.c $(CPU_HEADERS)

@@ -354,9 +354,12 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
 
 // The loss accumulated since the last call (mean over what was added), then reset. Host sync
 // (timed by the engine: a stuck collective ends in the -wt diagnosis, not a hang).
+// The loss is made on the compute stream, so the host waits for that stream only: the
+// parameter all-gathers an optimizer step leaves on the comm stream (stages 1, 2) keep running
+// under the next forward, which waits for them unit by unit (zero_params_unit).
 static float gpt2_take_loss(GPT2* model) {
     float loss;
-    zero_device_synchronize(&model->zero, "loss");
+    zero_stream_synchronize(&model->zero, model->zero.compute, "loss");
     CUDA_CHECK(cudaMemcpyAsync(&loss, model->loss_sum_device, sizeof(float), cudaMemcpyDeviceToHost, model->zero.compute));
     CUDA_CHECK(cudaMemsetAsync(model->loss_sum_device, 0, sizeof(float), model->zero.compute));
     CUDA_CHECK(cudaStreamSynchronize(model->zero.compute));

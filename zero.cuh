@@ -44,13 +44,14 @@
  * (grad norm, carrying the GNS meter's local norm too; mean loss) and what MPI's own algorithms
  * actually move are not in that count.
  *
- * Compiles as plain C (CPU build) and under nvcc; CUDA-only parts go inside #ifdef __CUDACC__.
+ * Compiles as plain C (CPU build) and under nvcc; CUDA-only parts go inside #if ZERO_GPU_BUILD
+ * (nvcc, or the CPU emulation of CUDA in dev/emu).
  * GPU build: the same ZeroEngine, layout, working-unit policy, accounting, MPI communication
  * section and checkpoint code; the engine functions the model calls (zero_params_unit ...
  * zero_optimizer_step) are implemented in zero_gpu.cuh with the same names and roles, on a
  * compute and a comm stream (NCCL, or host-staged MPI with ZERO_COMM_MPI), bf16 params and
  * grads, fp32 master weights and m, v. The CPU-only engine functions below are fenced by
- * `#ifndef __CUDACC__`.
+ * `#if !ZERO_GPU_BUILD`.
  */
 #ifndef ZERO_CUH
 #define ZERO_CUH
@@ -61,11 +62,17 @@
 #include <string.h>
 #include <time.h>
 #include <mpi.h>
+// The GPU build: nvcc, or g++ over the CPU emulation of CUDA (dev/emu/emu.h; tests only).
+#if defined(__CUDACC__) || defined(CUDA_EMULATION)
+#define ZERO_GPU_BUILD 1
+#else
+#define ZERO_GPU_BUILD 0
+#endif
 #include "common/gpt2_config.h"
 #include "common/zero_checkpoint.h" // fnv1a64_words
 #include "cpu/adamw.h"
 #include "cpu/global_norm.h"
-#ifdef __CUDACC__
+#if ZERO_GPU_BUILD
 #include "common/cuda_utils.cuh" // bf16, CUDA_CHECK, NCCL_CHECK
 #ifndef ZERO_COMM_MPI
 #define ZERO_COMM_MPI 0 // 1: host-staged MPI collectives instead of NCCL (make ZERO_COMM=mpi)
@@ -89,7 +96,7 @@
 // The element type of the parameters and gradients the model computes with, and whether the
 // engine keeps separate fp32 master weights: fp32 and none on the CPU (the parameters are their
 // own master copy), bf16 and fp32 master weights on the GPU (mixed precision).
-#ifdef __CUDACC__
+#if ZERO_GPU_BUILD
 typedef bf16 ZeroFloat;
 #define ZERO_HAS_MASTER 1
 #else
@@ -230,7 +237,7 @@ typedef struct {
     ZeroOpKind kind;
     int unit;          // the unit it moves, -1 for scalars and barriers
     const char* what;  // for the timeout diagnosis: which buffer
-#ifdef __CUDACC__
+#if ZERO_GPU_BUILD
     // GPU build, collectives on the comm stream (zero_gpu.cuh): `done` fires when it is complete;
     // issued (order) and step let a timed-out host wait name the oldest one still pending.
     cudaEvent_t done;
@@ -245,7 +252,7 @@ static double zero_clock(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-#ifndef __CUDACC__ // the GPU build's start-up also picks the device: zero_gpu.cuh
+#if !ZERO_GPU_BUILD // the GPU build's start-up also picks the device: zero_gpu.cuh
 // Start the ranks: under mpirun each process learns its rank; run directly, MPI starts as a
 // singleton (world size 1). OpenMP threads never call MPI, hence FUNNELED.
 static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size) {
@@ -264,7 +271,7 @@ static void zero_ranks_barrier(int world_size) {
     if (world_size > 1) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
 }
 
-#ifdef __CUDACC__
+#if ZERO_GPU_BUILD
 static void zero_abort_device_comm(void); // zero_gpu.cuh: ncclCommAbort first
 #endif
 
@@ -272,7 +279,7 @@ static void zero_abort_device_comm(void); // zero_gpu.cuh: ncclCommAbort first
 static void zero_abort_all_ranks(int code) {
     fflush(stdout);
     fflush(stderr);
-#ifdef __CUDACC__
+#if ZERO_GPU_BUILD
     zero_abort_device_comm();
 #endif
     int initialized = 0;
@@ -295,7 +302,7 @@ typedef struct {
     int unit;        // the unit it holds, -1 when free
     long long age;   // when it was taken, to finish the oldest reduce-scatter first
     ZeroOp op;       // params: all-gather filling it; grads: reduce-scatter reading it
-#ifdef __CUDACC__
+#if ZERO_GPU_BUILD
     cudaEvent_t released; // params: the compute stream's last read of data (the next gather waits)
 #endif
 } ZeroWorkingUnit;
@@ -317,7 +324,7 @@ typedef struct {
     ZeroWorkingUnit param_work[ZERO_WORKING_UNITS];
     ZeroWorkingUnit grad_work[ZERO_WORKING_UNITS];
     long long work_clock;
-#ifdef __CUDACC__
+#if ZERO_GPU_BUILD
     // GPU build (zero_gpu.cuh): params, grads, master, m, v live on the device.
     float* master;                     // fp32 master weights, stored (full or shard) like m and v
     cudaStream_t compute, comm;        // the model's kernels; the engine's bulk collectives
@@ -543,7 +550,7 @@ static int zero_all_ranks_equal_u64(ZeroEngine* z, uint64_t value, const char* w
 
 // ---- set-up ----
 
-#ifndef __CUDACC__ // CPU engine set-up (the GPU's is in zero_gpu.cuh)
+#if !ZERO_GPU_BUILD // CPU engine set-up (the GPU's is in zero_gpu.cuh)
 static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size) {
     memset(z, 0, sizeof(*z));
     if (layout->world_size != world_size) {
@@ -685,7 +692,7 @@ static const ZeroFloat* zero_gns_local_grads(ZeroEngine* z, int unit) {
     return w ? w->data : NULL;
 }
 
-#ifndef __CUDACC__ // the CPU engine from here to zero_optimizer_step; the GPU's is in zero_gpu.cuh
+#if !ZERO_GPU_BUILD // the CPU engine from here to zero_optimizer_step; the GPU's is in zero_gpu.cuh
 // Stage 2/3: finish the reduce-scatter of a gradient working unit and add the rank's reduced
 // slice (the first shard_numel elements, in place) into its gradient shard; free the unit.
 // Accumulation over micro-steps happens here: shard += this micro-step's reduced slice.
@@ -994,7 +1001,7 @@ static void zero_print_accounting(const ZeroEngine* z, int grad_accum_steps, FIL
             ZERO_HAS_MASTER ? "bf16" : "fp32");
 }
 
-#ifdef __CUDACC__
+#if ZERO_GPU_BUILD
 #include "zero_gpu.cuh" // the GPU engine: the functions above the CPU engine's fence, on streams
 #endif
 

@@ -1,5 +1,5 @@
 /*
- * zero_gpu.cuh: the GPU side of the ZeRO engine. zero.cuh includes it under __CUDACC__, after
+ * zero_gpu.cuh: the GPU side of the ZeRO engine. zero.cuh includes it under ZERO_GPU_BUILD, after
  * everything the two builds share; nothing else includes it.
  *
  * Same state (ZeroEngine), same interface, same shard layout, working-unit policy and

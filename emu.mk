@@ -1,0 +1,49 @@
+# emu.mk: the CUDA build compiled for the CPU emulation of CUDA (dev/emu/emu.h), included by the
+# main Makefile (-include emu.mk). Tests only: the binaries run the GPU code paths (kernels,
+# cuBLASLt calls through a host model, the GPU ZeRO engine with the host-staged MPI backend) on
+# the CPU, single-threaded per rank, slowly. They measure nothing about GPU speed.
+#   make emu_binaries    build/emu/test_emu        the emulation's own tests
+#                        build/emu/test_kernels    dev/test_kernels.cu (every kernel vs its CPU twin)
+#                        build/emu/test_gpt2cu_z<S> test_gpt2.cu at ZeRO stage S = 0..3
+#                        build/emu/train_gpt2cu_z<S> train_gpt2.cu at stage S, ZERO_COMM=mpi
+# Needs g++, python3, the CUDA toolkit's headers (not its libraries: no libcudart, libcublasLt
+# or NCCL is linked) and Open MPI's mpicc for flags.
+EMU_BUILD = $(BUILD)/emu
+EMU_SRC = $(EMU_BUILD)/src
+CXX ?= g++
+# -U_FORTIFY_SOURCE: fibers switch stacks with _longjmp, which the fortified variant refuses.
+# -fno-strict-aliasing: device code type-puns through packs (PackBf16 <-> int4) as CUDA allows.
+EMU_CXXFLAGS = -std=c++17 -O2 -g -U_FORTIFY_SOURCE -fno-strict-aliasing -fopenmp -Wall -Werror \
+               -Wno-unknown-pragmas -Wno-unused-function -DCUDA_EMULATION=1 -DOMPI_SKIP_MPICXX=1 \
+               -I$(CUDA_HOME)/include -I$(EMU_SRC) -include dev/emu/emu.h
+# LDLIBS (main Makefile): OpenBLAS for the CPU twins, as the CPU build links it.
+EMU_LDLIBS = $(shell mpicc --showme:link 2>/dev/null) $(LDLIBS)
+EMU_MPI_CFLAGS = $(shell mpicc --showme:compile 2>/dev/null)
+EMU_HEADERS = $(wildcard dev/emu/*.h) $(CUDA_HEADERS)
+EMU_STAGES = 0 1 2 3
+EMU_BINARIES = $(EMU_BUILD)/test_emu $(EMU_BUILD)/test_kernels \
+               $(foreach s,$(EMU_STAGES),$(EMU_BUILD)/test_gpt2cu_z$(s) $(EMU_BUILD)/train_gpt2cu_z$(s))
+
+.PHONY: emu_binaries emu_sources
+emu_binaries: $(EMU_BINARIES)
+
+# The rewritten copy (kernel<<<...>>> and extern __shared__ made C++); rewrite.py only touches
+# files whose content changed. Every binary depends on this stamp.
+$(EMU_BUILD)/sources.stamp: dev/emu/rewrite.py $(wildcard *.c *.cu *.cuh dev/*.cu dev/emu/*.cu) $(CUDA_HEADERS)
+	@mkdir -p $(EMU_BUILD)
+	python3 dev/emu/rewrite.py $(EMU_SRC)
+	@touch $@
+
+$(EMU_BUILD)/test_emu: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
+	$(CXX) $(EMU_CXXFLAGS) -x c++ $(EMU_SRC)/dev/emu/test_emu.cu -x none -o $@ -lm
+
+$(EMU_BUILD)/test_kernels: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
+	$(CXX) $(EMU_CXXFLAGS) -x c++ $(EMU_SRC)/dev/test_kernels.cu -x none -o $@ $(EMU_LDLIBS)
+
+$(EMU_BUILD)/test_gpt2cu_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
+	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DZERO_COMM_MPI=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/test_gpt2.cu -x none \
+		-o $@ $(EMU_LDLIBS)
+
+$(EMU_BUILD)/train_gpt2cu_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
+	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DZERO_COMM_MPI=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/train_gpt2.cu -x none \
+		-o $@ $(EMU_LDLIBS)
