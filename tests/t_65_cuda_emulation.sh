@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # The CUDA build's own code, run on the CPU through the emulation of CUDA (dev/emu/, emu.mk):
 # the kernels, the cuBLASLt calls (through a host model of cuBLASLt), the GPU ZeRO engine
-# (zero_gpu.cuh, host-staged MPI backend) and train_gpt2.cu's loop. No GPU is used; this is
-# not a GPU measurement, and it cannot see stream-ordering races or anything of NCCL (every CUDA
-# operation runs when issued). What it does see: indexing and size bugs, missing barriers
-# (__syncthreads/__syncwarp), out-of-bounds accesses (fenced buffers), launch limits, reads of
-# memory nobody wrote (NaN-poisoned), wrong host logic around the kernels.
-#   1. test_emu: the emulation catches the bugs it claims to (deliberately broken kernels).
+# (zero_gpu.cuh with NCCL's calls carried by MPI, and the host-staged MPI backend) and
+# train_gpt2.cu's loop. No GPU is used: this measures nothing about speed, and says nothing of
+# real NCCL, cuBLASLt's own kernels or hardware timing. What it does see: indexing and size bugs,
+# missing barriers (__syncthreads/__syncwarp), out-of-bounds accesses (fenced buffers), launch
+# limits, reads of memory nobody wrote (NaN-poisoned), a consumer that skips its wait on a
+# collective (collectives complete late), wrong host logic around the kernels. Not seen: a
+# collective started before the kernel producing its input ran (kernels run early).
+#   1. test_emu: the emulation catches the bugs it claims to (deliberately broken kernels);
+#      test_cublaslt_emu: the cuBLASLt model against a double-precision GEMM and its error cases.
 #   2. test_kernels: every kernel vs its CPU twin, under two scheduling seeds.
 #   3. test_gpt2cu at ZeRO stages 0-3 (one rank): the GPU model vs the PyTorch reference.
 #   4. train_gpt2cu, the reference model's config (V 1000, L 2, C 64) on synthetic tokens, 6 steps:
-#      2 ranks at stages 0-3 match 1 rank at stage 0 within bf16 tolerance, count what the
+#      2 ranks at stages 0-3 (NCCL build: NCCL's collectives carried by MPI and completing only
+#      when waited for, so a missing stream wait reads stale data) and the host-staged MPI
+#      backend at stage 2 match 1 rank at stage 0 within bf16 tolerance, count what the
 #      formulas say, and resume bit-exactly (stage 3).
 # About 2-3 minutes on 2 cores (the build is half of it).
 cd "$(dirname "$0")/.." || exit 1
@@ -47,6 +52,7 @@ run_tests() {
 }
 
 run_tests emu_self "" build/emu/test_emu
+run_tests emu_cublaslt_model "emu_cublaslt_model_" build/emu/test_cublaslt_emu
 for seed in 1 2; do run_tests emu_kernels_seed$seed "emu_seed${seed}_" env EMU_SEED=$seed build/emu/test_kernels; done
 for stage in 0 1 2 3; do run_tests emu_test_gpt2cu_z$stage "emu_z${stage}_" build/emu/test_gpt2cu_z$stage; done
 
@@ -65,12 +71,14 @@ def shard(path, n):
 shard(sys.argv[1] + "/train.bin", 20000); shard(sys.argv[1] + "/val.bin", 4000)
 EOF
 export OMP_NUM_THREADS=1
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe)
-# erun N STAGE DIR ARGS: train_gpt2cu (emulated) on N ranks, global batch 8 sequences of T 32,
+# Each rank "has" its own GPU, as NCCL requires (EMU_DEVICE_COUNT; dev/emu/emu_runtime.h).
+export EMU_DEVICE_COUNT=2
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT)
+# erun N BINARY DIR ARGS: an emulated trainer on N ranks, global batch 8 sequences of T 32,
 # 6 steps (-x), val every 3 (-v), checkpoint every 6 unless ARGS say otherwise (-n).
 erun() {
-    local n=$1 stage=$2 dir=$3; shift 3
-    local cmd=(build/emu/train_gpt2cu_z"$stage" -e dev/reference/gpt2_ref_model.bin -t 32 -b $((8 / n)) -n 6
+    local n=$1 binary=$2 dir=$3; shift 3
+    local cmd=(build/emu/"$binary" -e dev/reference/gpt2_ref_model.bin -t 32 -b $((8 / n)) -n 6
                -l 1e-3 -x 6 -v 3 -m 2 -s 0 -i "$ET/train.bin" -j "$ET/val.bin" -o "$dir" "$@")
     if [ "$n" -gt 1 ]; then cmd=("${MPIRUN[@]}" -np "$n" "${cmd[@]}"); fi
     timeout 600 "${cmd[@]}" >"$dir.out" 2>&1
@@ -81,25 +89,29 @@ erun() {
 # (~6.9) at most 1.9e-4 apart, grad norms 4.3e-4 relative (the INFO lines). Tolerance 2e-3 for
 # both: 10x the measurement; a lost or doubled rank contribution moves the norm by far more.
 TOL=2e-3
-if erun 1 0 "$ET/ref"; then
-    for stage in 0 1 2 3; do
-        name="emu_train_gpt2cu_z${stage}_np2"
-        if ! erun 2 "$stage" "$ET/z$stage"; then
-            echo "FAIL ${name}_runs: $(grep -v -i tokenizer "$ET/z$stage.out" | tail -3 | tr '\n' ' ')"; continue
+if erun 1 train_gpt2cu_z0 "$ET/ref"; then
+    # NCCL (the default build; collectives through dev/emu/nccl_emu.h) at every stage, and the
+    # host-staged MPI backend at stage 2.
+    for binary in train_gpt2cu_z0 train_gpt2cu_z1 train_gpt2cu_z2 train_gpt2cu_z3 train_gpt2cu_mpi_z2; do
+        stage=${binary: -1}
+        name="emu_${binary}_np2"
+        if ! erun 2 "$binary" "$ET/$binary"; then
+            echo "FAIL ${name}_runs: $(grep -v -i tokenizer "$ET/$binary.out" | tail -3 | tr '\n' ' ')"; continue
         fi
-        check "${name}_matches_np1_stage0" python3 tests/zero_logcheck.py losses "$ET/ref" "$ET/z$stage" "$TOL" --kinds train,val --norm-rtol "$TOL"
-        check "${name}_sent_elements_and_bytes_equal_formulas" python3 tests/zero_logcheck.py counts "$ET/z$stage" "$stage"
-        echo "INFO ${name}: $(python3 tests/zero_logcheck.py losses "$ET/ref" "$ET/z$stage" 1 --kinds train,val --norm-rtol 1 2>&1 | tail -1)"
+        check "${name}_matches_np1_stage0" python3 tests/zero_logcheck.py losses "$ET/ref" "$ET/$binary" "$TOL" --kinds train,val --norm-rtol "$TOL"
+        check "${name}_sent_elements_and_bytes_equal_formulas" python3 tests/zero_logcheck.py counts "$ET/$binary" "$stage"
+        echo "INFO ${name}: $(python3 tests/zero_logcheck.py losses "$ET/ref" "$ET/$binary" 1 --kinds train,val --norm-rtol 1 2>&1 | tail -1)"
     done
 else
     echo "FAIL emu_train_gpt2cu_z0_np1_runs: $(grep -v -i tokenizer "$ET/ref.out" | tail -3 | tr '\n' ' ')"
 fi
 
-# Resume (stage 3, 2 ranks): 6 steps straight = 3 steps, checkpoint, stop, resume with -y 1.
+# Resume (stage 3, NCCL, 2 ranks): 6 steps straight = 3 steps, checkpoint, stop, resume with -y 1.
 name=emu_train_gpt2cu_z3_np2_resume
-if erun 2 3 "$ET/straight" -n 3 && ZERO_TEST_FAULT=stop@3 erun 2 3 "$ET/split" -n 3 && erun 2 3 "$ET/split" -n 3 -y 1; then
+if erun 2 train_gpt2cu_z3 "$ET/straight" -n 3 && ZERO_TEST_FAULT=stop@3 erun 2 train_gpt2cu_z3 "$ET/split" -n 3 &&
+   erun 2 train_gpt2cu_z3 "$ET/split" -n 3 -y 1; then
     check "${name}_same_losses" python3 tests/zero_logcheck.py same "$ET/straight" "$ET/split"
     check "${name}_bit_exact_model" cmp "$ET/straight/model_00000006.bin" "$ET/split/model_00000006.bin"
 else
-    echo "FAIL ${name}_runs: $(cat "$ET"/straight.out "$ET"/split.out | grep -v -i tokenizer | tail -3 | tr '\n' ' ')"
+    echo "FAIL ${name}_runs: $(cat "$ET"/straight.out "$ET"/split.out 2>/dev/null | grep -v -i tokenizer | tail -3 | tr '\n' ' ')"
 fi

@@ -343,7 +343,12 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle, cublasL
                                            void* workspace, size_t workspaceSizeInBytes, cudaStream_t stream) {
     using namespace cublaslt_emu;
     typedef unsigned long long ull;
-    (void)workspace; (void)workspaceSizeInBytes; (void)stream; // synchronous and workspace-free
+    (void)workspace; (void)workspaceSizeInBytes; // synchronous and workspace-free
+#ifdef EMU_H
+    emu::stream_issue(stream); // in the CUDA emulation: after the stream's pending work
+#else
+    (void)stream;
+#endif
     const char* fn = "cublasLtMatmul";
     if (as<cublasLtContext>(lightHandle, HANDLE_MAGIC) == NULL) return fail(CUBLAS_STATUS_NOT_INITIALIZED, "%s: bad handle", fn);
     const Desc* d = as<Desc>(computeDesc, DESC_MAGIC);

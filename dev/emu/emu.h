@@ -33,8 +33,11 @@
  *     Dynamic shared memory is poisoned for every block and fenced: a guard page at its size
  *     rounded up to 128 bytes, and a check after each block that nothing was written between
  *     the size the launch asked for and that page.
- *   - Streams and events: every operation runs when it is issued (the strongest ordering), so
- *     stream-ordering bugs between streams are NOT found here; events record host wall time.
+ *   - Streams and events (emu_runtime.h): kernels, copies and memsets run when issued; NCCL
+ *     collectives (nccl_emu.h, over MPI) read their input when issued and write their output
+ *     only when something orders after them, so a missing wait on a collective shows up as
+ *     stale data. The other direction (a collective issued before its input kernel ran, i.e.
+ *     a missing wait of the comm stream on the compute stream) is NOT found: kernels run early.
  * Not modelled: warp divergence timing, atomics contention, texture/constant memory, static
  * __shared__ arrays starting each block with garbage (they keep the previous block's values).
  *
@@ -57,6 +60,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <tuple>
@@ -375,6 +379,11 @@ static void run_block(const std::function<void()>& body) {
     }
 }
 
+static bool stream_defer(cudaStream_t s, std::function<void()> run); // emu_runtime.h
+static void execute_kernel(const char* name, const LaunchConfig& cfg, const std::function<void()>& body);
+
+// Checks the launch (errors are returned at launch, as CUDA does), then runs the grid now, or
+// later when its stream still has a collective in flight (emu_runtime.h, stream_defer).
 static void run_kernel(const char* name, const LaunchConfig& cfg, const void* func, const std::function<void()>& body) {
     install_handlers();
     size_t threads = (size_t)cfg.block.x * cfg.block.y * cfg.block.z;
@@ -395,6 +404,11 @@ static void run_kernel(const char* name, const LaunchConfig& cfg, const void* fu
         state.last_error = cudaErrorInvalidValue;
         return;
     }
+    if (stream_defer(cfg.stream, [name, cfg, body]() { execute_kernel(name, cfg, body); })) return;
+    execute_kernel(name, cfg, body);
+}
+
+static void execute_kernel(const char* name, const LaunchConfig& cfg, const std::function<void()>& body) {
     // Dynamic shared memory ends exactly at a guard page (128-byte aligned start), poisoned.
     unsigned char* buffer = dynamic_smem_buffer();
     size_t span = (cfg.smem + 127) / 128 * 128;
@@ -579,5 +593,8 @@ static inline void mma_sync(fragment<accumulator, M, N, K, float>& d,
 } // namespace nvcuda
 
 #include "cublaslt_emu.h" // the cuBLASLt model (kernels/matmul.cuh's subset)
+#ifdef EMU_NCCL
+#include "nccl_emu.h" // NCCL's collectives over MPI (the NCCL build of train_gpt2.cu)
+#endif
 
 #endif // EMU_H

@@ -5,25 +5,117 @@
  *   - Device memory is host memory from emu::guarded_alloc (poisoned with 0xff, fenced).
  *   - Copies and memsets check that the device side lies inside one cudaMalloc buffer and fail
  *     with cudaErrorInvalidValue otherwise (the real runtime may corrupt memory silently).
- *   - Everything is synchronous: a stream is a name, an event holds the host time of its record.
- *   - One device, reported as an sm_90 part with 132 SMs and 141 GB (the H200 the project
+ *   - Stream order: a collective (nccl_emu.h) is queued and completes only when something
+ *     orders after it (an event wait, a stream or device sync); kernels, copies and memsets run
+ *     when issued, unless their stream has a collective in flight: then they queue behind it.
+ *     So a consumer that skips its wait on a collective, or on work queued behind one, reads
+ *     the data from before. An event holds the host time of its record and its stream position.
+ *   - EMU_DEVICE_COUNT devices (default 1), each reported as an sm_90 part with 132 SMs and 141 GB (the H200 the project
  *     targets), so size and launch heuristics take their GPU branches.
  */
 #ifndef EMU_RUNTIME_H
 #define EMU_RUNTIME_H
 
+#include <memory>
+
+// Work that completes after it is issued: only a collective (nccl_emu.h) is queued this way;
+// every kernel, copy and memset runs when issued. progress(block) finishes the op (block) or
+// tries to (returns whether it is done).
+struct EmuPendingOp {
+    unsigned long seq;
+    std::function<bool(bool)> progress;
+    const void* out; // what it writes when it completes
+    size_t out_bytes;
+};
+
 struct CUstream_st {
     unsigned flags;
+    unsigned long issued = 0; // operations issued on this stream so far
+    std::deque<EmuPendingOp> pending;
 };
 
 struct CUevent_st {
     unsigned flags;
     bool recorded;
-    double seconds; // host monotonic time of the last record
+    double seconds;             // host monotonic time of the last record
+    cudaStream_t stream = NULL; // where it was last recorded
+    unsigned long seq = 0;      // that stream's issue count then: done once ops 1..seq are
 };
 
 namespace emu {
 static size_t device_bytes_in_use = 0;
+
+// Stream order. An operation on a stream first completes what is pending on that stream (a
+// stream runs in order), then runs. The legacy default stream (NULL, and the blocking
+// cudaMemcpy/cudaMemset) also completes the pending work of streams created without
+// cudaStreamNonBlocking, as CUDA's implicit synchronization does; not that of non-blocking
+// streams, so a host read that skipped its event wait sees the data before the collective.
+static std::vector<cudaStream_t>& streams(void) {
+    static std::vector<cudaStream_t> all;
+    return all;
+}
+
+// Completes (block) or tries to complete the stream's pending ops numbered <= upto, in order.
+static bool stream_progress(cudaStream_t s, unsigned long upto, bool block) {
+    while (s != NULL && !s->pending.empty() && s->pending.front().seq <= upto) {
+        if (!s->pending.front().progress(block)) return false;
+        s->pending.pop_front();
+    }
+    return true;
+}
+
+static void stream_drain(cudaStream_t s) { stream_progress(s, ~0ul, true); }
+
+static void legacy_stream_sync(void) {
+    for (cudaStream_t s : streams())
+        if (!(s->flags & cudaStreamNonBlocking)) stream_drain(s);
+}
+
+// Everything issued on s before now is done (the start of any operation on s).
+static void stream_settle(cudaStream_t s) {
+    if (s == NULL) legacy_stream_sync();
+    else stream_drain(s);
+}
+
+// Before an operation that runs now on stream s, whatever is in flight there (cuBLASLt).
+static void stream_issue(cudaStream_t s) {
+    stream_settle(s);
+    if (s != NULL) s->issued++;
+}
+
+// Before a collective on s reads [in, in + bytes): the pending ops of s whose output it would
+// read are done (the stream's order), the others may stay in flight (their outputs are not
+// its input, so finishing them later changes nothing it reads).
+static void stream_settle_for_input(cudaStream_t s, const void* in, size_t bytes) {
+    if (s == NULL) { legacy_stream_sync(); return; }
+    unsigned long upto = 0;
+    for (const EmuPendingOp& op : s->pending)
+        if (op.out == NULL || ((const char*)op.out < (const char*)in + bytes && (const char*)in < (const char*)op.out + op.out_bytes))
+            upto = op.seq; // a queued kernel or copy (out NULL) may write anything
+    stream_progress(s, upto, true);
+}
+
+// An operation that would run now on s: if s still has work in flight it is queued behind it
+// (runs when that completes; treated as writing anything) and true is returned; otherwise the
+// caller runs it now (after the legacy-stream synchronization for s == NULL).
+static bool stream_defer(cudaStream_t s, std::function<void()> run) {
+    if (s == NULL) { legacy_stream_sync(); return false; }
+    s->issued++;
+    if (s->pending.empty()) return false;
+    s->pending.push_back(EmuPendingOp{s->issued, [run](bool) { run(); return true; }, NULL, ~(size_t)0 >> 1});
+    return true;
+}
+
+// Queue an operation that completes later (a collective) and writes [out, out + out_bytes).
+static void stream_enqueue(cudaStream_t s, std::function<bool(bool)> progress, const void* out, size_t out_bytes) {
+    if (s == NULL) { legacy_stream_sync(); progress(true); return; }
+    s->issued++;
+    s->pending.push_back(EmuPendingOp{s->issued, std::move(progress), out, out_bytes});
+}
+
+static void event_complete(cudaEvent_t e) {
+    if (e->stream != NULL) stream_progress(e->stream, e->seq, true);
+}
 static const size_t kDeviceBytes = (size_t)141 << 30;
 
 static double now_seconds(void) {
@@ -88,24 +180,47 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
     if (dst_device) e = emu::check_device_range(dst, count, "cudaMemcpy", "destination");
     if (e == cudaSuccess && src_device) e = emu::check_device_range(src, count, "cudaMemcpy", "source");
     if (e != cudaSuccess) return e;
+    emu::legacy_stream_sync();
     memmove(dst, src, count);
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t) {
-    return cudaMemcpy(dst, src, count, kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
+    cudaError_t e = cudaSuccess;
+    bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (dst_device) e = emu::check_device_range(dst, count, "cudaMemcpyAsync", "destination");
+    if (e == cudaSuccess && src_device) e = emu::check_device_range(src, count, "cudaMemcpyAsync", "source");
+    if (e != cudaSuccess) return e;
+    if (kind == cudaMemcpyHostToDevice) { // pageable host memory is read at the call
+        std::shared_ptr<std::vector<unsigned char>> copy = std::make_shared<std::vector<unsigned char>>(
+            (const unsigned char*)src, (const unsigned char*)src + count);
+        if (!emu::stream_defer(stream, [dst, copy]() { memcpy(dst, copy->data(), copy->size()); })) memmove(dst, src, count);
+        return cudaSuccess;
+    }
+    if (!emu::stream_defer(stream, [dst, src, count]() { memmove(dst, src, count); })) memmove(dst, src, count);
+    return cudaSuccess;
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t count) {
     cudaError_t e = emu::check_device_range(ptr, count, "cudaMemset", "destination");
     if (e != cudaSuccess) return e;
+    emu::legacy_stream_sync();
     memset(ptr, value, count);
     return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t) { return cudaMemset(ptr, value, count); }
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t stream) {
+    cudaError_t e = emu::check_device_range(ptr, count, "cudaMemsetAsync", "destination");
+    if (e != cudaSuccess) return e;
+    if (!emu::stream_defer(stream, [ptr, value, count]() { memset(ptr, value, count); })) memset(ptr, value, count);
+    return cudaSuccess;
+}
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+    for (cudaStream_t s : emu::streams()) emu::stream_drain(s);
+    return cudaSuccess;
+}
 
 cudaError_t cudaGetLastError(void) {
     cudaError_t e = emu::state.last_error;
@@ -136,12 +251,25 @@ cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, 
     return cudaSuccess;
 }
 
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : cudaErrorInvalidDevice; }
-cudaError_t cudaGetDevice(int* device) { *device = 0; return cudaSuccess; }
-cudaError_t cudaGetDeviceCount(int* count) { *count = 1; return cudaSuccess; }
+// EMU_DEVICE_COUNT (default 1): how many GPUs the node pretends to have, so that an NCCL build
+// may put one rank on each (every process still computes on its own CPU memory).
+static int emu_device_count(void) {
+    const char* env = getenv("EMU_DEVICE_COUNT");
+    int n = env != NULL ? atoi(env) : 1;
+    return n >= 1 ? n : 1;
+}
+static int emu_current_device = 0;
+
+cudaError_t cudaSetDevice(int device) {
+    if (device < 0 || device >= emu_device_count()) return cudaErrorInvalidDevice;
+    emu_current_device = device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) { *device = emu_current_device; return cudaSuccess; }
+cudaError_t cudaGetDeviceCount(int* count) { *count = emu_device_count(); return cudaSuccess; }
 
 cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
-    if (device != 0) return cudaErrorInvalidDevice;
+    if (device < 0 || device >= emu_device_count()) return cudaErrorInvalidDevice;
     switch (attr) {
     case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = (int)emu::kDynamicSmemMax; return cudaSuccess;
@@ -152,7 +280,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
 }
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
-    if (device != 0) return cudaErrorInvalidDevice;
+    if (device < 0 || device >= emu_device_count()) return cudaErrorInvalidDevice;
     memset(prop, 0, sizeof(*prop));
     snprintf(prop->name, sizeof(prop->name), "CPU emulation (reports sm_90)");
     prop->totalGlobalMem = emu::kDeviceBytes;
@@ -173,22 +301,35 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
 }
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
-    *stream = new CUstream_st{flags};
+    *stream = new CUstream_st();
+    (*stream)->flags = flags;
+    emu::streams().push_back(*stream);
     return cudaSuccess;
 }
 
+// The stream's work still completes (CUDA semantics); the object is kept so events recorded
+// on it stay valid.
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-    delete stream;
+    emu::stream_drain(stream);
     return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    if (stream == NULL) return cudaDeviceSynchronize();
+    emu::stream_drain(stream);
+    return cudaSuccess;
+}
+
+// The waiting stream's later operations run when issued, so the event's work completes now.
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int) {
-    return event != NULL ? cudaSuccess : cudaErrorInvalidResourceHandle;
+    if (event == NULL) return cudaErrorInvalidResourceHandle;
+    emu::event_complete(event);
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
-    *event = new CUevent_st{flags, false, 0.0};
+    *event = new CUevent_st();
+    (*event)->flags = flags;
     return cudaSuccess;
 }
 
@@ -199,15 +340,29 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
     return cudaSuccess;
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (event == NULL) return cudaErrorInvalidResourceHandle;
+    if (stream == NULL) emu::legacy_stream_sync();
     event->recorded = true;
     event->seconds = emu::now_seconds();
+    event->stream = stream;
+    event->seq = stream != NULL ? stream->issued : 0;
     return cudaSuccess;
 }
 
-cudaError_t cudaEventQuery(cudaEvent_t event) { return event != NULL ? cudaSuccess : cudaErrorInvalidResourceHandle; }
-cudaError_t cudaEventSynchronize(cudaEvent_t event) { return cudaEventQuery(event); }
+// Tries to complete the event's work without blocking (a collective whose peers have not all
+// joined yet stays pending).
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    if (event == NULL) return cudaErrorInvalidResourceHandle;
+    if (event->stream == NULL) return cudaSuccess;
+    return emu::stream_progress(event->stream, event->seq, false) ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    if (event == NULL) return cudaErrorInvalidResourceHandle;
+    emu::event_complete(event);
+    return cudaSuccess;
+}
 
 // As documented: both events recorded, neither created with cudaEventDisableTiming.
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

@@ -9,6 +9,9 @@
  *             block, a misaligned WMMA pointer each stop the program (exit 3) with the reason
  *             on stderr; a launch asking too much shared memory and a cudaMemcpy past a
  *             buffer's end return errors.
+ * Streams (emu_runtime.h, nccl_emu.h, one MPI rank): a collective's output is there after an
+ * event wait, and not there (poison) for a kernel that skipped the wait; a kernel queued behind
+ * a collective on its stream runs only when waited for.
  * Negative cases that stop the program run in a forked child; the parent checks the exit code
  * and a phrase of the message. Prints PASS/FAIL lines; exits 1 on any failure.
  * Build and run: make emu_check (emu.mk).
@@ -18,6 +21,9 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <mpi.h>
+#include <nccl.h>
 
 #include "../../common/cuda_utils.cuh"
 
@@ -248,7 +254,78 @@ static void case_wmma_misaligned(void) {
     wmma_misaligned_kernel<<<1, 32>>>(a);
 }
 
-int main(void) {
+// ----------------------------------------------------------------------------------------------
+// Stream order around a collective
+
+__global__ void copy_kernel(bf16* out, const bf16* in, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i];
+}
+
+// All-gather (one rank: a copy) of `send` into `recv` on `comm`, then copy_kernel(out, recv) on
+// `compute`, waiting for the collective's event or not. Returns whether out holds the values.
+static int run_collective_then_read(ncclComm_t nccl, int wait) {
+    const int n = 64;
+    bf16 host[n], got[n];
+    for (int i = 0; i < n; i++) host[i] = __float2bfloat16((float)i);
+    bf16 *send, *recv, *out;
+    CUDA_CHECK(cudaMalloc(&send, sizeof(host)));
+    CUDA_CHECK(cudaMalloc(&recv, sizeof(host)));
+    CUDA_CHECK(cudaMalloc(&out, sizeof(host)));
+    CUDA_CHECK(cudaMemcpy(send, host, sizeof(host), cudaMemcpyHostToDevice));
+    cudaStream_t comm, compute;
+    cudaEvent_t done;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    NCCL_CHECK(ncclAllGather(send, recv, n, ncclBfloat16, nccl, comm));
+    CUDA_CHECK(cudaEventRecord(done, comm));
+    if (wait) CUDA_CHECK(cudaStreamWaitEvent(compute, done, 0));
+    copy_kernel<<<1, n, 0, compute>>>(out, recv, n);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaStreamSynchronize(compute));
+    CUDA_CHECK(cudaMemcpy(got, out, sizeof(got), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaStreamSynchronize(comm));
+    int ok = memcmp(got, host, sizeof(host)) == 0;
+    CUDA_CHECK(cudaFree(send));
+    CUDA_CHECK(cudaFree(recv));
+    CUDA_CHECK(cudaFree(out));
+    return ok;
+}
+
+// A kernel launched on `comm` behind an in-flight collective runs only once that completes: the
+// host reads its output after a cudaStreamSynchronize of the wrong stream (stale) and of the
+// right one (fresh).
+static void test_kernel_behind_collective(ncclComm_t nccl) {
+    const int n = 32;
+    bf16 host[n], got[n];
+    for (int i = 0; i < n; i++) host[i] = __float2bfloat16((float)(i + 1));
+    bf16 *send, *recv, *out;
+    CUDA_CHECK(cudaMalloc(&send, sizeof(host)));
+    CUDA_CHECK(cudaMalloc(&recv, sizeof(host)));
+    CUDA_CHECK(cudaMalloc(&out, sizeof(host)));
+    CUDA_CHECK(cudaMemcpy(send, host, sizeof(host), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(out, 0, sizeof(host)));
+    cudaStream_t comm, other;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+    NCCL_CHECK(ncclAllGather(send, recv, n, ncclBfloat16, nccl, comm));
+    copy_kernel<<<1, n, 0, comm>>>(out, recv, n);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaStreamSynchronize(other));
+    CUDA_CHECK(cudaMemcpy(got, out, sizeof(got), cudaMemcpyDeviceToHost));
+    int stale = memcmp(got, host, sizeof(host)) != 0;
+    CUDA_CHECK(cudaStreamSynchronize(comm));
+    CUDA_CHECK(cudaMemcpy(got, out, sizeof(got), cudaMemcpyDeviceToHost));
+    int fresh = memcmp(got, host, sizeof(host)) == 0;
+    check("kernel_behind_collective_waits", stale && fresh, stale ? "wrong values after syncing its stream" : "ran before the collective completed");
+    CUDA_CHECK(cudaFree(send));
+    CUDA_CHECK(cudaFree(recv));
+    CUDA_CHECK(cudaFree(out));
+}
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv); // one rank: the NCCL model's collectives run over MPI
     test_block_reduce();
     test_shuffle();
     check("wmma_product", run_wmma(1), "16x16x16 product differs from the reference");
@@ -274,6 +351,16 @@ int main(void) {
     expect_stop("dynamic_smem_write_past_end_stops", case_smem_past_end, "of dynamic shared memory; the launch asked for 400 bytes");
     expect_stop("wmma_misaligned_stops", case_wmma_misaligned, "not 256-bit aligned");
 
+    ncclUniqueId id;
+    ncclComm_t nccl;
+    NCCL_CHECK(ncclGetUniqueId(&id));
+    NCCL_CHECK(ncclCommInitRank(&nccl, 1, id, 0));
+    check("collective_output_after_event_wait", run_collective_then_read(nccl, 1), "wrong values after waiting");
+    check("collective_missing_wait_shows", !run_collective_then_read(nccl, 0), "a kernel that skipped the wait saw the output");
+    test_kernel_behind_collective(nccl);
+    NCCL_CHECK(ncclCommDestroy(nccl));
+
     printf("%d failed\n", failures);
+    MPI_Finalize();
     return failures == 0 ? 0 : 1;
 }

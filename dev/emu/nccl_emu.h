@@ -1,0 +1,195 @@
+/*
+ * nccl_emu.h: the NCCL calls zero_gpu.cuh makes, for the CPU emulation of CUDA (emu.h includes
+ * it when EMU_NCCL is defined), carried by MPI between the ranks of an mpirun job. Lets CI run
+ * the default (NCCL) build of train_gpt2.cu on several ranks. Defines the extern "C" functions
+ * <nccl.h> declares: include it in one translation unit and do not link libnccl.
+ * Semantics (NCCL docs, "Collective Operations", "In-place Operations", "CUDA Stream
+ * Semantics"): a collective is queued on its stream (emu_runtime.h). It reads its input when
+ * issued (a snapshot, after the earlier collectives of its stream that write that input) and
+ * writes its output only when it completes: when an event recorded after it is waited on or
+ * synchronized, or the stream runs a kernel or copy, or the device synchronizes. Collectives
+ * queued back to back on one stream stay in flight together (completing in order). So a consumer that does not wait for it sees
+ * the old contents, and a producer that writes the input after the issue is not seen by it.
+ * bf16 sum: each input converted to fp32, MPI_SUM over ranks in fp32, one rounding to bf16
+ * (NCCL's own order of rounding differs; tests compare with bf16 tolerances).
+ * Checks: counts and buffers inside cudaMalloc allocations; in-place calls must use NCCL's
+ * documented placement (recvbuff == sendbuff + rank*count for reduce-scatter, sendbuff ==
+ * recvbuff + rank*count for all-gather) and other overlaps are refused; bf16 and sum only.
+ * Each communicator is an MPI_Comm_dup of MPI_COMM_WORLD (its collectives never match the
+ * host's MPI calls); nonblocking MPI collectives, so a rank waiting on one keeps progressing.
+ */
+#ifndef EMU_NCCL_H
+#define EMU_NCCL_H
+
+#include <memory>
+#include <mpi.h>
+#include <nccl.h>
+
+struct ncclComm {
+    MPI_Comm comm;
+    int rank, nranks;
+};
+
+namespace emu {
+
+static ncclResult_t nccl_fail(const char* call, const char* why) {
+    fprintf(stderr, "emu: %s: %s\n", call, why);
+    return ncclInvalidArgument;
+}
+
+static bool nccl_device_range(const void* p, size_t bytes) { return find_allocation(p, bytes, NULL) != NULL; }
+
+static bool ranges_overlap(const void* a, size_t an, const void* b, size_t bn) {
+    return (const char*)a < (const char*)b + bn && (const char*)b < (const char*)a + an;
+}
+
+static void bf16_to_float(float* out, const __nv_bfloat16* in, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = __bfloat162float(in[i]);
+}
+
+// Queue an MPI request on the stream; finish() runs after it completes (writes the output).
+static void nccl_enqueue(cudaStream_t stream, MPI_Request request, std::function<void()> finish, void* out,
+                         size_t out_bytes) {
+    auto req = std::make_shared<MPI_Request>(request);
+    stream_enqueue(stream, [req, finish](bool block) {
+        int done = 0;
+        if (block) MPI_Wait(req.get(), MPI_STATUS_IGNORE), done = 1;
+        else MPI_Test(req.get(), &done, MPI_STATUS_IGNORE);
+        if (done) finish();
+        return done != 0;
+    }, out, out_bytes);
+}
+
+static ncclResult_t nccl_check_common(const char* call, ncclDataType_t type, ncclComm_t comm) {
+    if (comm == NULL) return nccl_fail(call, "NULL communicator");
+    if (type != ncclBfloat16) return nccl_fail(call, "only ncclBfloat16 is modelled");
+    return ncclSuccess;
+}
+
+} // namespace emu
+
+extern "C" {
+
+const char* ncclGetErrorString(ncclResult_t result) {
+    switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclInvalidArgument: return "invalid argument (CPU emulation)";
+    case ncclInvalidUsage: return "invalid usage (CPU emulation)";
+    case ncclSystemError: return "system error (CPU emulation)";
+    default: return "unknown result (CPU emulation)";
+    }
+}
+
+// The id carries nothing: ranks find each other through MPI_COMM_WORLD.
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+    memset(id, 0, sizeof(*id));
+    snprintf(id->internal, sizeof(id->internal), "emu");
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+    (void)id;
+    int initialized = 0, size = 0, world_rank = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) return emu::nccl_fail("ncclCommInitRank", "MPI is not initialized (the emulation carries NCCL over MPI)");
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    if (size != nranks || world_rank != rank) return emu::nccl_fail("ncclCommInitRank", "nranks/rank differ from MPI_COMM_WORLD's");
+    ncclComm* c = new ncclComm();
+    MPI_Comm_dup(MPI_COMM_WORLD, &c->comm);
+    c->rank = rank;
+    c->nranks = nranks;
+    *comm = c;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+    if (comm == NULL) return ncclSuccess;
+    cudaDeviceSynchronize(); // what is queued on the communicator still completes
+    MPI_Comm_free(&comm->comm);
+    delete comm;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+    delete comm; // the MPI job is being torn down by the caller
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
+    *async_error = ncclSuccess;
+    return comm != NULL ? ncclSuccess : ncclInvalidArgument;
+}
+
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+    const char* call = "ncclAllReduce";
+    ncclResult_t r = emu::nccl_check_common(call, datatype, comm);
+    if (r != ncclSuccess) return r;
+    if (op != ncclSum) return emu::nccl_fail(call, "only ncclSum is modelled");
+    size_t bytes = count * 2;
+    if (!emu::nccl_device_range(sendbuff, bytes) || !emu::nccl_device_range(recvbuff, bytes))
+        return emu::nccl_fail(call, "a buffer is not inside one cudaMalloc allocation");
+    if (sendbuff != recvbuff && emu::ranges_overlap(sendbuff, bytes, recvbuff, bytes))
+        return emu::nccl_fail(call, "send and receive buffers overlap without being the same (not in-place)");
+    emu::stream_settle_for_input(stream, sendbuff, bytes); // reads the input now
+    auto in = std::make_shared<std::vector<float>>(count), out = std::make_shared<std::vector<float>>(count);
+    emu::bf16_to_float(in->data(), (const __nv_bfloat16*)sendbuff, count);
+    MPI_Request request;
+    MPI_Iallreduce(in->data(), out->data(), (int)count, MPI_FLOAT, MPI_SUM, comm->comm, &request);
+    emu::nccl_enqueue(stream, request, [in, out, recvbuff, count]() {
+        __nv_bfloat16* dst = (__nv_bfloat16*)recvbuff;
+        for (size_t i = 0; i < count; i++) dst[i] = __float2bfloat16((*out)[i]);
+    }, recvbuff, bytes);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+    const char* call = "ncclReduceScatter";
+    ncclResult_t r = emu::nccl_check_common(call, datatype, comm);
+    if (r != ncclSuccess) return r;
+    if (op != ncclSum) return emu::nccl_fail(call, "only ncclSum is modelled");
+    size_t n = recvcount * comm->nranks;
+    if (!emu::nccl_device_range(sendbuff, n * 2) || !emu::nccl_device_range(recvbuff, recvcount * 2))
+        return emu::nccl_fail(call, "a buffer is not inside one cudaMalloc allocation");
+    const void* in_place = (const char*)sendbuff + (size_t)comm->rank * recvcount * 2;
+    if (recvbuff != in_place && emu::ranges_overlap(sendbuff, n * 2, recvbuff, recvcount * 2))
+        return emu::nccl_fail(call, "receive buffer overlaps the send buffer but is not sendbuff + rank*recvcount");
+    emu::stream_settle_for_input(stream, sendbuff, n * 2);
+    auto in = std::make_shared<std::vector<float>>(n), out = std::make_shared<std::vector<float>>(recvcount);
+    emu::bf16_to_float(in->data(), (const __nv_bfloat16*)sendbuff, n);
+    MPI_Request request;
+    MPI_Ireduce_scatter_block(in->data(), out->data(), (int)recvcount, MPI_FLOAT, MPI_SUM, comm->comm, &request);
+    emu::nccl_enqueue(stream, request, [in, out, recvbuff, recvcount]() {
+        __nv_bfloat16* dst = (__nv_bfloat16*)recvbuff;
+        for (size_t i = 0; i < recvcount; i++) dst[i] = __float2bfloat16((*out)[i]);
+    }, recvbuff, recvcount * 2);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+    const char* call = "ncclAllGather";
+    ncclResult_t r = emu::nccl_check_common(call, datatype, comm);
+    if (r != ncclSuccess) return r;
+    size_t n = sendcount * comm->nranks;
+    if (!emu::nccl_device_range(sendbuff, sendcount * 2) || !emu::nccl_device_range(recvbuff, n * 2))
+        return emu::nccl_fail(call, "a buffer is not inside one cudaMalloc allocation");
+    const void* in_place = (const char*)recvbuff + (size_t)comm->rank * sendcount * 2;
+    if (sendbuff != in_place && emu::ranges_overlap(sendbuff, sendcount * 2, recvbuff, n * 2))
+        return emu::nccl_fail(call, "send buffer overlaps the receive buffer but is not recvbuff + rank*sendcount");
+    emu::stream_settle_for_input(stream, sendbuff, sendcount * 2);
+    auto in = std::make_shared<std::vector<unsigned char>>(sendcount * 2);
+    auto out = std::make_shared<std::vector<unsigned char>>(n * 2);
+    memcpy(in->data(), sendbuff, sendcount * 2);
+    MPI_Request request;
+    MPI_Iallgather(in->data(), (int)(sendcount * 2), MPI_BYTE, out->data(), (int)(sendcount * 2), MPI_BYTE, comm->comm,
+                   &request);
+    emu::nccl_enqueue(stream, request, [in, out, recvbuff, n]() { memcpy(recvbuff, out->data(), n * 2); }, recvbuff, n * 2);
+    return ncclSuccess;
+}
+
+} // extern "C"
+
+#endif // EMU_NCCL_H
