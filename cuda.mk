@@ -9,8 +9,22 @@
 #       train_gpt2cu for sm_90 at ZERO_STAGE 0..3 and for sm_80, test_gpt2cu and test_kernels for
 #       sm_90 and sm_80, and train_gpt2cu with ZERO_COMM=mpi for sm_90 at stage 2, warnings as
 #       errors, into build/cuda/ under distinct names.
-# ZERO_STAGE comes from the main Makefile. MPI flags come from `mpicc --showme`; NCCL and cuBLASLt
-# from the CUDA toolkit's default search paths (override with NCCL_HOME / CUDA_HOME).
+#   build/cuda/{train,test}_gpt2cu[_mpi]_sm<arch>_zero<stage>, build/cuda/test_kernels_sm<arch>:
+#       any single configuration by name (_mpi: ZERO_COMM=mpi, no NCCL linked).
+# train_gpt2cu and test_gpt2cu rebuild when ZERO_STAGE, GPU_ARCH or ZERO_COMM changes (stamps).
+#
+# Where the libraries come from. By default: MPI flags from `mpicc --showme`, NCCL, cuBLASLt and
+# OpenBLAS from the compiler's default search paths. Each can be pointed at a folder instead,
+# holding include/ and lib/ (the library may be versioned only, libnccl.so.2, as pip wheels ship
+# it); the binaries get an rpath to it:
+#   MPI_HOME=build/device_deps/mpi              Open MPI without mpicc (dev/device_deps.sh bundle)
+#   NCCL_HOME=<site-packages>/nvidia/nccl       NCCL from the nvidia-nccl-cu13 wheel
+#   CUBLAS_HOME=<site-packages>/nvidia/cu13     cuBLAS/cuBLASLt from the nvidia-cublas wheel
+#   OPENBLAS_HOME=<dir>                         OpenBLAS for test_kernels' CPU twins
+#   NCCL_INCDIR, NCCL_LIBDIR, CUBLAS_INCDIR, ...  one of the two folders only
+#   NVCC_WARN=                                  build without warnings as errors
+# The Debian Open MPI libraries in the bundle carry a RUNPATH of their own, so run such binaries
+# with the bundle's lib folder on LD_LIBRARY_PATH (source build/device_deps/mpi/env.sh).
 NVCC ?= nvcc
 GPU_ARCH ?= 90
 ZERO_COMM ?= nccl
@@ -22,39 +36,83 @@ CUDA_BUILD = $(BUILD)/cuda
 NVCC_WARN = -Werror all-warnings -Xcompiler -Wall,-Werror,-Wno-unused-function
 NVCC_BASE = -O3 -std=c++17 -I. $(NVCC_WARN) -Xcompiler -fopenmp
 NVCC_ARCH = -gencode arch=compute_$(GPU_ARCH),code=sm_$(GPU_ARCH)
-NCCL_HOME ?=
-NCCL_INC = $(if $(NCCL_HOME),-I$(NCCL_HOME)/include)
-NCCL_LIB = $(if $(NCCL_HOME),-L$(NCCL_HOME)/lib -Xlinker -rpath=$(NCCL_HOME)/lib)
+CUDA_INC = $(CUBLAS_INC)
 
-# Open MPI's wrapper flags: -I/-L/-l go to nvcc as they are, anything else through -Xcompiler.
+# A library in a given folder: -L, the file to link (libNAME.so, else the first libNAME.so.N),
+# and an rpath. $(1): the folder, $(2): NAME.
+lib_file = $(notdir $(firstword $(wildcard $(1)/lib$(2).so) $(sort $(wildcard $(1)/lib$(2).so.*)) lib$(2).so))
+home_lib = -L$(abspath $(1)) -l:$(call lib_file,$(1),$(2)) -Xlinker -rpath=$(abspath $(1))
+
+# <X>_HOME sets both folders; <X>_INCDIR / <X>_LIBDIR set one (a header in the default path and
+# a versioned-only library elsewhere, say).
+NCCL_HOME ?=
+NCCL_INCDIR ?= $(if $(NCCL_HOME),$(NCCL_HOME)/include)
+NCCL_LIBDIR ?= $(if $(NCCL_HOME),$(NCCL_HOME)/lib)
+NCCL_INC = $(if $(NCCL_INCDIR),-I$(NCCL_INCDIR))
+NCCL_LIB = $(if $(NCCL_LIBDIR),$(call home_lib,$(NCCL_LIBDIR),nccl),-lnccl)
+CUBLAS_HOME ?=
+CUBLAS_INCDIR ?= $(if $(CUBLAS_HOME),$(CUBLAS_HOME)/include)
+CUBLAS_LIBDIR ?= $(if $(CUBLAS_HOME),$(CUBLAS_HOME)/lib)
+CUBLAS_INC = $(if $(CUBLAS_INCDIR),-I$(CUBLAS_INCDIR))
+CUBLAS_LIB = $(if $(CUBLAS_LIBDIR),$(call home_lib,$(CUBLAS_LIBDIR),cublasLt) -l:$(call lib_file,$(CUBLAS_LIBDIR),cublas),\
+             -lcublasLt -lcublas)
+
+# Open MPI: from MPI_HOME, else the wrapper's flags (-I/-L/-l go to nvcc as they are, anything
+# else through -Xcompiler). Named CUDA_MPI_* so the main Makefile's MPI_CFLAGS stay its own.
+MPI_HOME ?=
+ifneq ($(MPI_HOME),)
+# include/openmpi: Debian's layout (mpi.h's C++ bindings include ompi_config.h from there).
+CUDA_MPI_CFLAGS = -I$(MPI_HOME)/include $(addprefix -I,$(wildcard $(MPI_HOME)/include/openmpi))
+CUDA_MPI_LDFLAGS = $(call home_lib,$(MPI_HOME)/lib,mpi)
+else
 MPI_COMPILE_RAW := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LINK_RAW := $(shell mpicc --showme:link 2>/dev/null)
-MPI_CFLAGS = $(filter -I% -D%,$(MPI_COMPILE_RAW)) $(addprefix -Xcompiler ,$(filter-out -I% -D%,$(MPI_COMPILE_RAW)))
-MPI_LDFLAGS = $(filter -L% -l%,$(MPI_LINK_RAW)) $(addprefix -Xcompiler ,$(filter-out -L% -l%,$(MPI_LINK_RAW)))
+CUDA_MPI_CFLAGS = $(filter -I% -D%,$(MPI_COMPILE_RAW)) $(addprefix -Xcompiler ,$(filter-out -I% -D%,$(MPI_COMPILE_RAW)))
+CUDA_MPI_LDFLAGS = $(filter -L% -l%,$(MPI_LINK_RAW)) $(addprefix -Xcompiler ,$(filter-out -L% -l%,$(MPI_LINK_RAW)))
+endif
+# Every binary that includes zero.cuh needs <mpi.h>: say so plainly when there is no MPI at all
+# (a warning, not an error, so make -k still builds test_kernels, which needs none).
+MPI_CHECK_FLAGS = $(if $(strip $(CUDA_MPI_CFLAGS)),,$(warning no Open MPI: mpicc is not on PATH and MPI_HOME is not set \
+                  (bash dev/device_deps.sh makes build/device_deps/mpi; then make MPI_HOME=build/device_deps/mpi)))
+CUDA_MPI = $(MPI_CHECK_FLAGS) $(CUDA_MPI_CFLAGS)
 
-CUDA_LDLIBS = -lcublasLt -lcublas $(NCCL_LIB) -lnccl $(MPI_LDFLAGS) -lgomp -lm
+CUDA_LDLIBS = $(CUBLAS_LIB) $(NCCL_LIB) $(CUDA_MPI_LDFLAGS) -lgomp -lm
 # The host-staged MPI backend (zero_gpu.cuh) needs no NCCL at all.
-CUDA_LDLIBS_MPI = -lcublasLt -lcublas $(MPI_LDFLAGS) -lgomp -lm
+CUDA_LDLIBS_MPI = $(CUBLAS_LIB) $(CUDA_MPI_LDFLAGS) -lgomp -lm
 ZERO_COMM_FLAGS = $(if $(filter mpi,$(ZERO_COMM)),-DZERO_COMM_MPI=1)
 ZERO_COMM_LDLIBS = $(if $(filter mpi,$(ZERO_COMM)),$(CUDA_LDLIBS_MPI),$(CUDA_LDLIBS))
-# test_kernels links the CPU twins (cpu/matmul.h uses cblas).
-KERNEL_TEST_LDLIBS = -lcublasLt -lcublas $(if $(OPENBLAS_OPENMP_DIR),-L$(OPENBLAS_OPENMP_DIR) -Xlinker -rpath=$(OPENBLAS_OPENMP_DIR)) \
-                     -lopenblas -lgomp -lm
+# test_kernels links the CPU twins (cpu/matmul.h uses cblas): OPENBLAS_HOME, else the main
+# Makefile's OPENBLAS_OPENMP_DIR (Debian's OpenMP build), else the default -lopenblas.
+OPENBLAS_HOME ?=
+OPENBLAS_INCDIR ?= $(if $(OPENBLAS_HOME),$(OPENBLAS_HOME)/include)
+OPENBLAS_LIBDIR ?= $(if $(OPENBLAS_HOME),$(OPENBLAS_HOME)/lib)
+OPENBLAS_INC = $(if $(OPENBLAS_INCDIR),-I$(OPENBLAS_INCDIR))
+KERNEL_TEST_LDLIBS = $(CUBLAS_LIB) \
+    $(if $(OPENBLAS_LIBDIR),$(call home_lib,$(OPENBLAS_LIBDIR),openblas),\
+        $(if $(OPENBLAS_OPENMP_DIR),-L$(OPENBLAS_OPENMP_DIR) -Xlinker -rpath=$(OPENBLAS_OPENMP_DIR)) -lopenblas) -lgomp -lm
 
 CUDA_HEADERS = $(wildcard kernels/*.cuh common/*.h common/*.cuh cpu/*.h) zero.cuh zero_gpu.cuh
 
 .PHONY: cuda_check test_kernels
 
 train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS)
-	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) -DZERO_STAGE=$(ZERO_STAGE) $(ZERO_COMM_FLAGS) $(NCCL_INC) $(MPI_CFLAGS) $< -o $@ $(ZERO_COMM_LDLIBS)
+	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) -DZERO_STAGE=$(ZERO_STAGE) $(ZERO_COMM_FLAGS) $(CUDA_INC) $(NCCL_INC) $(CUDA_MPI) $< -o $@ $(ZERO_COMM_LDLIBS)
 
 test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS)
-	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) -DZERO_STAGE=$(ZERO_STAGE) $(ZERO_COMM_FLAGS) $(NCCL_INC) $(MPI_CFLAGS) $< -o $@ $(ZERO_COMM_LDLIBS)
+	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) -DZERO_STAGE=$(ZERO_STAGE) $(ZERO_COMM_FLAGS) $(CUDA_INC) $(NCCL_INC) $(CUDA_MPI) $< -o $@ $(ZERO_COMM_LDLIBS)
 
 test_kernels: $(BUILD)/test_kernels
 $(BUILD)/test_kernels: dev/test_kernels.cu $(CUDA_HEADERS)
 	@mkdir -p $(BUILD)
-	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) $< -o $@ $(KERNEL_TEST_LDLIBS)
+	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) $(CUDA_INC) $(OPENBLAS_INC) $< -o $@ $(KERNEL_TEST_LDLIBS)
+
+# `make train_gpt2cu ZERO_STAGE=k` must rebuild when k changes: the main Makefile's stage stamp,
+# and the same for the architecture and the collective backend.
+CUDA_CONFIG = GPU_ARCH=$(GPU_ARCH) ZERO_COMM=$(ZERO_COMM)
+train_gpt2cu test_gpt2cu: $(BUILD)/zero_stage_stamp $(BUILD)/cuda_config_stamp
+$(BUILD)/test_kernels: $(BUILD)/cuda_config_stamp
+$(BUILD)/cuda_config_stamp: FORCE
+	@mkdir -p $(BUILD); echo '$(CUDA_CONFIG)' | cmp -s - $@ || echo '$(CUDA_CONFIG)' > $@
 
 # ---------------------------------------------------------------------------------------------
 # cuda_check: every configuration CI compiles, each its own target so make -j runs them side by
@@ -69,23 +127,26 @@ CUDA_CHECK_TARGETS = $(foreach s,$(CUDA_CHECK_STAGES),$(CUDA_BUILD)/train_gpt2cu
 cuda_check: $(CUDA_CHECK_TARGETS)
 
 arch_flags = -gencode arch=compute_$(1),code=sm_$(1)
+# For a stem <arch>_zero<stage>: the -gencode and -DZERO_STAGE flags.
+stem_flags = $(call arch_flags,$(word 1,$(subst _zero, ,$(1)))) -DZERO_STAGE=$(word 2,$(subst _zero, ,$(1)))
 
 $(CUDA_BUILD)/train_gpt2cu_sm%: train_gpt2.cu $(CUDA_HEADERS)
 	@mkdir -p $(CUDA_BUILD)
-	$(NVCC) $(NVCC_BASE) $(call arch_flags,$(word 1,$(subst _zero, ,$*))) -DZERO_STAGE=$(word 2,$(subst _zero, ,$*)) \
-		$(NCCL_INC) $(MPI_CFLAGS) $< -o $@ $(CUDA_LDLIBS)
+	$(NVCC) $(NVCC_BASE) $(call stem_flags,$*) $(CUDA_INC) $(NCCL_INC) $(CUDA_MPI) $< -o $@ $(CUDA_LDLIBS)
 
-# The host-staged MPI backend: train_gpt2cu_mpi_sm<arch>_zero<stage> (no NCCL linked).
+# The host-staged MPI backend: {train,test}_gpt2cu_mpi_sm<arch>_zero<stage> (no NCCL linked).
 $(CUDA_BUILD)/train_gpt2cu_mpi_sm%: train_gpt2.cu $(CUDA_HEADERS)
 	@mkdir -p $(CUDA_BUILD)
-	$(NVCC) $(NVCC_BASE) $(call arch_flags,$(word 1,$(subst _zero, ,$*))) -DZERO_STAGE=$(word 2,$(subst _zero, ,$*)) \
-		-DZERO_COMM_MPI=1 $(MPI_CFLAGS) $< -o $@ $(CUDA_LDLIBS_MPI)
+	$(NVCC) $(NVCC_BASE) $(call stem_flags,$*) -DZERO_COMM_MPI=1 $(CUDA_INC) $(CUDA_MPI) $< -o $@ $(CUDA_LDLIBS_MPI)
+
+$(CUDA_BUILD)/test_gpt2cu_mpi_sm%: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS)
+	@mkdir -p $(CUDA_BUILD)
+	$(NVCC) $(NVCC_BASE) $(call stem_flags,$*) -DZERO_COMM_MPI=1 $(CUDA_INC) $(CUDA_MPI) $< -o $@ $(CUDA_LDLIBS_MPI)
 
 $(CUDA_BUILD)/test_gpt2cu_sm%: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS)
 	@mkdir -p $(CUDA_BUILD)
-	$(NVCC) $(NVCC_BASE) $(call arch_flags,$(word 1,$(subst _zero, ,$*))) -DZERO_STAGE=$(word 2,$(subst _zero, ,$*)) \
-		$(NCCL_INC) $(MPI_CFLAGS) $< -o $@ $(CUDA_LDLIBS)
+	$(NVCC) $(NVCC_BASE) $(call stem_flags,$*) $(CUDA_INC) $(NCCL_INC) $(CUDA_MPI) $< -o $@ $(CUDA_LDLIBS)
 
 $(CUDA_BUILD)/test_kernels_sm%: dev/test_kernels.cu $(CUDA_HEADERS)
 	@mkdir -p $(CUDA_BUILD)
-	$(NVCC) $(NVCC_BASE) $(call arch_flags,$*) $< -o $@ $(KERNEL_TEST_LDLIBS)
+	$(NVCC) $(NVCC_BASE) $(call arch_flags,$*) $(CUDA_INC) $(OPENBLAS_INC) $< -o $@ $(KERNEL_TEST_LDLIBS)
