@@ -16,7 +16,8 @@
 #      2 ranks at stages 0-3 (NCCL build: NCCL's collectives carried by MPI and completing only
 #      when waited for, so a missing stream wait reads stale data) and the host-staged MPI
 #      backend at stage 2 match 1 rank at stage 0 within bf16 tolerance, count what the
-#      formulas say, and resume bit-exactly (stage 3).
+#      formulas say, and resume bit-exactly (stage 3); at stage 0 its losses and gradient
+#      noise scale meter agree with the CPU build's (fp32) on the same run.
 # About 2-3 minutes on 2 cores (the build is half of it).
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
@@ -33,7 +34,7 @@ fi
 log=$(mktemp)
 ET=$(mktemp -d /tmp/t_65_emu.XXXXXX)
 trap 'rm -rf "$log" "$ET"' EXIT
-if ! make -s -j2 emu_binaries >"$log" 2>&1; then
+if ! make -s -j2 emu_binaries zero_binaries >"$log" 2>&1; then
     echo "FAIL emu_build: $(grep -m3 -E 'error' "$log" | tr '\n' ' ')"
     exit 0
 fi
@@ -104,6 +105,32 @@ if erun 1 train_gpt2cu_z0 "$ET/ref"; then
     done
 else
     echo "FAIL emu_train_gpt2cu_z0_np1_runs: $(grep -v -i tokenizer "$ET/ref.out" | tail -3 | tr '\n' ' ')"
+fi
+
+# The GPU build against the CPU build (fp32, build/train_gpt2_z0) on the same 2-rank stage-0 run:
+# train losses, and the gradient noise scale meter's per-step |G_small|^2, |G_big|^2 and B_simple
+# (zero_gpu.cuh's local-norm kernel vs the CPU engine). Measured over the 6 steps: losses within
+# 2.3e-4, squared norms within 0.4% relative, B_simple within 1.5% (a ratio of differences of
+# the norms, so it moves more). Tolerances: losses 2e-3, squared norms 2%, B_simple 5%.
+if [ -f "$ET/train_gpt2cu_z0/log.jsonl" ] && timeout 600 "${MPIRUN[@]}" -np 2 build/train_gpt2_z0 -e dev/reference/gpt2_ref_model.bin \
+       -t 32 -b 4 -n 0 -l 1e-3 -x 6 -v 3 -m 2 -s 0 -i "$ET/train.bin" -j "$ET/val.bin" -o "$ET/cpu" >"$ET/cpu.out" 2>&1; then
+    check emu_train_gpt2cu_np2_loss_and_gns_match_cpu_build python3 - "$ET/cpu" "$ET/train_gpt2cu_z0" <<'PY'
+import json, sys
+def train(d): return {r["step"]: r for r in map(json.loads, open(d + "/log.jsonl")) if r["kind"] == "train"}
+cpu, gpu = train(sys.argv[1]), train(sys.argv[2])
+rel = lambda a, b: abs(a - b) / max(abs(a), 1e-30)
+worst = {"loss": 0.0, "gns_small_sq": 0.0, "gns_big_sq": 0.0, "b_simple": 0.0}
+for step, c in cpu.items():
+    g = gpu[step]
+    worst["loss"] = max(worst["loss"], abs(c["loss"] - g["loss"]))
+    for k in ("gns_small_sq", "gns_big_sq", "b_simple"):
+        worst[k] = max(worst[k], rel(c[k], g[k]))
+print(f"{len(cpu)} steps: " + ", ".join(f"{k} {v:.2e}" for k, v in worst.items()))
+ok = len(cpu) == 6 and worst["loss"] <= 2e-3 and worst["gns_small_sq"] <= 0.02 and worst["gns_big_sq"] <= 0.02 and worst["b_simple"] <= 0.05
+sys.exit(0 if ok else 1)
+PY
+else
+    echo "FAIL emu_train_gpt2cu_np2_loss_and_gns_match_cpu_build: $(tail -3 "$ET/cpu.out" 2>/dev/null | tr '\n' ' ')"
 fi
 
 # Resume (stage 3, NCCL, 2 ranks): 6 steps straight = 3 steps, checkpoint, stop, resume with -y 1.
