@@ -147,8 +147,10 @@ cudaError_t cudaMalloc(void** ptr, size_t size) {
     return cudaSuccess;
 }
 
+// Like CUDA's, an implicit device synchronization: queued work may still write the buffer.
 cudaError_t cudaFree(void* ptr) {
     if (ptr == NULL) return cudaSuccess;
+    cudaDeviceSynchronize();
     auto& table = emu::allocations();
     auto it = table.find((uintptr_t)ptr);
     if (it == table.end()) {
@@ -168,6 +170,7 @@ cudaError_t cudaMallocHost(void** ptr, size_t size) {
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
+    cudaDeviceSynchronize();
     free(ptr);
     return cudaSuccess;
 }
