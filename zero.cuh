@@ -330,7 +330,10 @@ typedef struct {
     cudaStream_t compute, comm;        // the model's kernels; the engine's bulk collectives
     cudaEvent_t compute_mark, comm_mark; // re-recorded whenever the other stream must wait for this one
     cudaEvent_t host_mark;             // re-recorded where the host waits (zero_device_wait)
-    cudaEvent_t wait_begin, wait_end;  // timing: compute stalled on comm before the optimizer
+    // Exposed communication: an event pair around every wait of the compute stream on the comm
+    // stream (zero_compute_wait), read and summed at the optimizer step's host sync.
+    cudaEvent_t *stall_begin, *stall_end;
+    int stall_count, stall_capacity;
     float* norm_device;                // squared norm of the owned gradient slices, and its scratch
     float* norm_scratch;
     float* norm_host;                  // pinned host copy of norm_device

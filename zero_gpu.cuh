@@ -13,7 +13,7 @@
  *   - the model's kernels run on z->compute, every bulk collective on z->comm. A collective
  *     starts behind an event recorded on the stream that produced its input, and records its
  *     own event (op->done); whoever reads the result makes its stream wait on that event
- *     (zero_stream_wait_op). Where the CPU engine's host blocks on an MPI request, the GPU
+ *     (zero_compute_wait_op). Where the CPU engine's host blocks on an MPI request, the GPU
  *     engine's compute stream waits instead: the host never waits inside forward or backward;
  *   - stages 2-3 add each unit's reduced slice into the gradient shard on the comm stream,
  *     right behind its reduce-scatter (the CPU engine does that addition when it finishes the
@@ -210,9 +210,31 @@ static void zero_stream_after(cudaStream_t waiter, cudaStream_t producer, cudaEv
     CUDA_CHECK(cudaStreamWaitEvent(waiter, mark, 0));
 }
 
-// `stream` waits for op's collective (a no-op when the op was never issued).
-static void zero_stream_wait_op(cudaStream_t stream, const ZeroOp* op) {
-    CUDA_CHECK(cudaStreamWaitEvent(stream, op->done, 0));
+// The compute stream waits for `event` (recorded on the comm stream; a no-op if never
+// recorded). The time it stands still there is exposed communication: an event pair on the
+// compute stream brackets the wait (the first completes when compute's earlier work is done,
+// the second when the awaited collective is too), read at the optimizer step
+// (zero_stall_collect). Past stall_capacity pairs in one step the waits go untimed.
+static void zero_compute_wait(ZeroEngine* z, cudaEvent_t event) {
+    int k = z->stall_count < z->stall_capacity ? z->stall_count++ : -1;
+    if (k >= 0) CUDA_CHECK(cudaEventRecord(z->stall_begin[k], z->compute));
+    CUDA_CHECK(cudaStreamWaitEvent(z->compute, event, 0));
+    if (k >= 0) CUDA_CHECK(cudaEventRecord(z->stall_end[k], z->compute));
+}
+
+// The compute stream waits for op's collective (and what is queued behind it on comm).
+static void zero_compute_wait_op(ZeroEngine* z, const ZeroOp* op) { zero_compute_wait(z, op->done); }
+
+// After a host sync of the compute stream: the stalls timed since the step began, in seconds.
+static double zero_stall_collect(ZeroEngine* z) {
+    double seconds = 0.0;
+    for (int k = 0; k < z->stall_count; k++) {
+        float ms = 0.0f;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, z->stall_begin[k], z->stall_end[k]));
+        seconds += ms / 1000.0;
+    }
+    z->stall_count = 0;
+    return seconds;
 }
 
 // Between the engine's calls: NCCL's error state (cheap; the host does not wait here).
@@ -403,8 +425,17 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
     CUDA_CHECK(cudaEventCreateWithFlags(&z->compute_mark, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&z->comm_mark, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&z->host_mark, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreate(&z->wait_begin));
-    CUDA_CHECK(cudaEventCreate(&z->wait_end));
+    // Stall timers: a step waits at most about 3 times per unit (stage 3: gather before forward
+    // and before backward, reduce-scatter of a working unit) plus the optimizer's wait.
+    z->stall_capacity = 4 * layout->num_units + 8;
+    z->stall_count = 0;
+    z->stall_begin = (cudaEvent_t*)malloc((size_t)z->stall_capacity * sizeof(cudaEvent_t));
+    z->stall_end = (cudaEvent_t*)malloc((size_t)z->stall_capacity * sizeof(cudaEvent_t));
+    if (z->stall_begin == NULL || z->stall_end == NULL) { fprintf(stderr, "error: out of host memory (stall timers)\n"); exit(1); }
+    for (int k = 0; k < z->stall_capacity; k++) {
+        CUDA_CHECK(cudaEventCreate(&z->stall_begin[k]));
+        CUDA_CHECK(cudaEventCreate(&z->stall_end[k]));
+    }
     // norm_device[0]: squared norm of the owned slices; [1]: the GNS meter's local squared norm.
     z->norm_device = (float*)zero_device_calloc(2, sizeof(float), "gradient norms");
     z->norm_scratch = (float*)zero_device_calloc(GLOBAL_NORM_BLOCKS, sizeof(float), "gradient norm scratch");
@@ -452,7 +483,11 @@ static void zero_free(ZeroEngine* z) {
     }
     CUDA_CHECK(cudaEventDestroy(z->compute_mark)); CUDA_CHECK(cudaEventDestroy(z->comm_mark));
     CUDA_CHECK(cudaEventDestroy(z->host_mark));
-    CUDA_CHECK(cudaEventDestroy(z->wait_begin)); CUDA_CHECK(cudaEventDestroy(z->wait_end));
+    for (int k = 0; k < z->stall_capacity; k++) {
+        CUDA_CHECK(cudaEventDestroy(z->stall_begin[k]));
+        CUDA_CHECK(cudaEventDestroy(z->stall_end[k]));
+    }
+    free(z->stall_begin); free(z->stall_end);
     CUDA_CHECK(cudaFree(z->norm_device)); CUDA_CHECK(cudaFree(z->norm_scratch));
     CUDA_CHECK(cudaFreeHost(z->norm_host));
     free(z->host_float); free(z->host_bf16);
@@ -472,7 +507,7 @@ static bf16* zero_owned(const ZeroEngine* z, bf16* buffer, ZeroBuffer which, int
 // slice into the gradient shard, both queued on the comm stream by zero_grads_unit_ready; then
 // the working unit is free.
 static void zero_grad_work_finish(ZeroEngine* z, ZeroWorkingUnit* w) {
-    zero_stream_wait_op(z->compute, &w->op);
+    zero_compute_wait_op(z, &w->op);
     w->unit = -1;
 }
 
@@ -503,10 +538,10 @@ static bf16* zero_params_unit(ZeroEngine* z, int unit) {
     zero_device_progress(z);
     if (ZERO_STAGE == 3) {
         ZeroWorkingUnit* w = zero_param_work_get(z, unit); // shared with the CPU engine
-        zero_stream_wait_op(z->compute, &w->op);
+        zero_compute_wait_op(z, &w->op);
         return w->data;
     }
-    if (z->param_ops) zero_stream_wait_op(z->compute, &z->param_ops[unit]);
+    if (z->param_ops) zero_compute_wait_op(z, &z->param_ops[unit]);
     return z->params + z->layout->units[unit].offset;
 }
 
@@ -603,6 +638,7 @@ static void zero_step_begin(ZeroEngine* z, int step) {
     z->sent_elements_step = 0;
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;
+    z->stall_count = 0; // waits timed outside a step (evaluation, sampling) are not this step's
     z->local_grad_norm_sq = 0.0;
     CUDA_CHECK(cudaMemsetAsync(z->norm_device + 1, 0, sizeof(float), z->compute)); // the GNS local norm's sum
     zero_grads_zero(z);
@@ -612,8 +648,9 @@ static void zero_step_begin(ZeroEngine* z, int step) {
  * Optimizer step t (from 1) with learning rate lr, on the slices this rank owns (the CPU
  * engine's steps 1-5, on the compute stream):
  *   1. the compute stream waits for the comm stream (every unit's reduction and, stages 2-3,
- *      the additions into the shard); the time it stands still there is the exposed
- *      communication, timed with events
+ *      the additions into the shard). The step's exposed communication is the time the compute
+ *      stream stood still in this and every other wait on the comm stream since the step began
+ *      (forward and backward included: zero_compute_wait), summed after step 3's host sync
  *   2. average: the collectives summed over ranks; 1/world_size is folded into the norm and
  *      into AdamW's gradient scale instead of a pass over the gradients
  *   3. global norm: squared norms of the owned slices (device), read back with the GNS meter's
@@ -629,9 +666,8 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
     const ParamLayout* layout = z->layout;
     int N = z->world_size;
     // 1. Wait for the collectives.
-    CUDA_CHECK(cudaEventRecord(z->wait_begin, z->compute));
-    zero_stream_after(z->compute, z->comm, z->comm_mark);
-    CUDA_CHECK(cudaEventRecord(z->wait_end, z->compute));
+    CUDA_CHECK(cudaEventRecord(z->comm_mark, z->comm));
+    zero_compute_wait(z, z->comm_mark);
     if (ZERO_STAGE >= 2) // covered by the wait above: free the working units
         for (int i = 0; i < ZERO_WORKING_UNITS; i++) z->grad_work[i].unit = -1;
     if (ZERO_STAGE == 3) { // gathered units are stale once the shard changes: free them
@@ -658,10 +694,9 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
     z->grad_norm_sq = norm_sq;
     z->local_grad_norm_sq_mean = sums[1] * inv_world;
     float norm = (float)sqrt(norm_sq);
-    float wait_ms = 0.0f;
-    CUDA_CHECK(cudaEventElapsedTime(&wait_ms, z->wait_begin, z->wait_end));
-    z->comm_wait_s_step += wait_ms / 1000.0;
-    z->comm_wait_s_total += wait_ms / 1000.0;
+    double stalled = zero_stall_collect(z); // every compute-stream wait on comm this step
+    z->comm_wait_s_step += stalled;
+    z->comm_wait_s_total += stalled;
     // 4. Clip coefficient as torch.nn.utils.clip_grad_norm_ computes it: max_norm / (norm + 1e-6), capped at 1.
     float clip_coef = opt->grad_clip > 0.0f ? opt->grad_clip / (norm + 1e-6f) : 1.0f;
     float grad_scale = (clip_coef < 1.0f ? clip_coef : 1.0f) * (float)inv_world;
