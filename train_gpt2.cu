@@ -599,11 +599,14 @@ int main(int argc, char** argv) {
     gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size);
     ZeroEngine* z = &model.zero;
     z->timeout_s = args.collective_timeout_s;
+    GNSMeter saved_gns; // the meter's EMAs from the checkpoint (none: steps 0)
+    gns_init(&saved_gns, 0.0);
     if (start_step > 0) {
         // Adam m, v and the data position from this rank's state file; the master weights came
         // from the model file (fp32); the bf16 parameters are re-rounded as the last step did.
         DataLoaderState data;
-        zero_checkpoint_load_state(z, args.output_dir, start_step, args.seed, total_batch_tokens, &data.shard_index, &data.position);
+        zero_checkpoint_load_state(z, args.output_dir, start_step, args.seed, total_batch_tokens, &data.shard_index,
+                                   &data.position, &saved_gns);
         dataloader_set_state(&train_loader, data);
         zero_params_round_as_step(z, start_step);
     }
@@ -622,6 +625,7 @@ int main(int argc, char** argv) {
 
     GradientNoiseScale gns; // common/noise_scale.h: which gradients the engine measures, per stage
     noise_scale_setup(&gns, args.gns_beta, B, T, world_size, grad_accum_steps, total_batch_tokens);
+    noise_scale_restore(&gns, &saved_gns, rank); // resume: the EMAs go on where the checkpoint left them
     if (rank == 0) print_run_config(&args, &model, run.init, &train_loader, do_val,
                                     grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, &logger);
 
@@ -644,7 +648,8 @@ int main(int argc, char** argv) {
         }
         if (args.output_dir && args.checkpoint_every > 0 && step > start_step && (step % args.checkpoint_every == 0 || last_step)) {
             DataLoaderState data = dataloader_get_state(&train_loader);
-            zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, total_batch_tokens);
+            zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, total_batch_tokens,
+                                 &gns.meter);
         }
         if (last_step || test_fault_at_step(&run.fault, step, rank)) break;
 

@@ -1016,11 +1016,12 @@ static void zero_print_accounting(const ZeroEngine* z, int grad_accum_steps, FIL
 
 /*
  * Write the checkpoint of `step` into dir. Every rank writes its state file (its AdamW slices,
- * the step, the train data position, the seed); once all are in place, rank 0 writes the model
+ * the step, the train data position, the seed, the gradient noise scale meter's EMAs); once all
+ * are in place, rank 0 writes the model
  * file from the gathered parameters, which marks the checkpoint complete. Every rank calls it.
  */
 static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long data_shard, long data_position,
-                                 int seed, long long batch_tokens) {
+                                 int seed, long long batch_tokens, const GNSMeter* gns) {
     const ParamLayout* layout = z->layout;
     size_t n = layout->shard_numel;
     float* m = (float*)zero_calloc(n, sizeof(float), "checkpoint Adam m slice");
@@ -1038,6 +1039,7 @@ static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long 
     header[ZS_DATA_POSITION] = data_position;
     header[ZS_SEED] = seed;
     header[ZS_BATCH_TOKENS] = batch_tokens;
+    zero_state_header_set_gns(header, gns);
     char path[4300];
     zero_state_rank_path(path, sizeof(path), dir, step, z->rank, z->world_size);
     zero_state_write(path, header, m, v);
@@ -1059,12 +1061,13 @@ static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long 
 
 /*
  * Resume: load this rank's state file of the checkpoint at `step` (same world size and stage as
- * this run) into the engine's AdamW slices, and return the train data position it names. The
+ * this run) into the engine's AdamW slices, and return the train data position and the gradient
+ * noise scale meter state it names (steps 0 when it has none). The
  * parameters came from the model file. An error on any rank stops every rank, with that rank's
  * error line; another batch size or seed than the checkpoint's is a warning (rank 0).
  */
 static void zero_checkpoint_load_state(ZeroEngine* z, const char* dir, int step, int seed, long long batch_tokens,
-                                       long* data_shard, long* data_position) {
+                                       long* data_shard, long* data_position, GNSMeter* gns) {
     int N = z->world_size;
     const ParamLayout* layout = z->layout;
     char path[4300], err[9000] = "";
@@ -1117,6 +1120,7 @@ static void zero_checkpoint_load_state(ZeroEngine* z, const char* dir, int step,
                (long long)header[ZS_BATCH_TOKENS], (long long)header[ZS_SEED]);
     *data_shard = (long)header[ZS_DATA_SHARD];
     *data_position = (long)header[ZS_DATA_POSITION];
+    *gns = zero_state_header_gns(header);
     free(m);
     free(v);
 }

@@ -93,6 +93,19 @@ static void noise_scale_setup(GradientNoiseScale* g, float ema_beta, int B, int 
 }
 
 // Does the engine read the rank's local gradient norms on this micro-step? (the table above)
+// Resume: continue the meter's EMAs from the checkpoint's (zero_checkpoint_load_state), when
+// they were taken with this run's EMA beta; otherwise the meter starts afresh, said on rank 0.
+static void noise_scale_restore(GradientNoiseScale* g, const GNSMeter* saved, int rank) {
+    if (saved->steps <= 0) return;
+    if (saved->ema_beta != g->meter.ema_beta) {
+        if (rank == 0)
+            printf("gns: the checkpoint's averages used -gb %g, this run %g: the meter starts afresh\n", saved->ema_beta,
+                   g->meter.ema_beta);
+        return;
+    }
+    g->meter = *saved;
+}
+
 static int noise_scale_measures(const GradientNoiseScale* g, int micro_step) {
     switch (g->small_batch) {
     case GNS_RANK_BATCH: return micro_step == g->grad_accum_steps - 1;

@@ -12,7 +12,8 @@
  * Every file is written to "<name>.tmp" and renamed (AtomicFile), so a crash leaves no half file.
  * Parameters need no state file: the model file holds them exactly (fp32).
  *
- * State file = header of 128 int64 (1024 bytes; fields ZS_*), then m, then v, fp32, numel each:
+ * State file = header of 128 int64 (1024 bytes; fields ZS_*, including the gradient noise scale
+ * meter's EMAs), then m, then v, fp32, numel each:
  *   rank file: rank R's slice of every unit in unit order, units padded for N ranks
  *              (zero.cuh zero_get_optimizer_shard): numel = padded_numel / N. The same at every
  *              ZeRO stage (stage 0 writes slice R of its replicated state).
@@ -30,6 +31,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "common/checkpoint.h"
+#include "common/gns.h"
 #include "common/gpt2_config.h"
 
 #define ZERO_STATE_MAGIC 20261130
@@ -50,8 +52,37 @@ enum {
     ZS_SEED,            // -sd of the run (sampling draws from seed + step; no other RNG state)
     ZS_BATCH_TOKENS,    // tokens per optimizer step of the run that wrote it
     ZS_CHECKSUM,
+    // The gradient noise scale meter's running state (common/gns.h; identical on every rank),
+    // doubles as their 64-bit patterns. 0 in files written before these fields existed: the
+    // meter then starts afresh on resume.
+    ZS_GNS_STEPS, ZS_GNS_BETA, ZS_GNS_BETA_POW, ZS_GNS_EMA_G2, ZS_GNS_EMA_TRACE,
     ZS_NUM_FIELDS
 };
+
+static int64_t zero_state_double_bits(double x) { int64_t b; memcpy(&b, &x, sizeof(b)); return b; }
+static double zero_state_bits_double(int64_t b) { double x; memcpy(&x, &b, sizeof(x)); return x; }
+
+// The meter's EMAs into a state header (meter may be NULL: nothing recorded).
+static void zero_state_header_set_gns(int64_t* header, const GNSMeter* meter) {
+    if (meter == NULL) return;
+    header[ZS_GNS_STEPS] = meter->steps;
+    header[ZS_GNS_BETA] = zero_state_double_bits(meter->ema_beta);
+    header[ZS_GNS_BETA_POW] = zero_state_double_bits(meter->beta_pow);
+    header[ZS_GNS_EMA_G2] = zero_state_double_bits(meter->ema_g2);
+    header[ZS_GNS_EMA_TRACE] = zero_state_double_bits(meter->ema_trace);
+}
+
+// The meter state a header holds (steps 0: none); the latest estimates are NaN until the next update.
+static GNSMeter zero_state_header_gns(const int64_t* header) {
+    GNSMeter meter;
+    gns_init(&meter, zero_state_bits_double(header[ZS_GNS_BETA]));
+    if (header[ZS_GNS_STEPS] <= 0) return meter;
+    meter.steps = (long)header[ZS_GNS_STEPS];
+    meter.beta_pow = zero_state_bits_double(header[ZS_GNS_BETA_POW]);
+    meter.ema_g2 = zero_state_bits_double(header[ZS_GNS_EMA_G2]);
+    meter.ema_trace = zero_state_bits_double(header[ZS_GNS_EMA_TRACE]);
+    return meter;
+}
 
 // 64-bit FNV-1a over 32-bit words (Fowler, Noll, Vo), continuing from h.
 static uint64_t fnv1a64_words(const float* x, size_t n, uint64_t h) {

@@ -7,7 +7,8 @@ recomputed here from the model config.
       every train (and val) loss of RUN within TOL of REF's at the same step (steps >= S), and
       every train grad norm within relative R (default 2e-5)
   same REF RUN [--from-step S]
-      the train losses, as logged (6 decimals), are identical
+      the train losses, as logged (6 decimals), are identical, and so are the gradient noise
+      scale fields (gns_g2, gns_trace, b_simple) where both logs have them
   counts RUN STAGE
       each train record's sent_elements equals DESIGN.md's formula for STAGE, the config record's
       world size N and accumulation A, with Ψ recomputed from L, C, Vp, maxT; and the config
@@ -56,8 +57,13 @@ def main():
             print(f"{run}: missing records {missing[:3]} (of {len(keys)})")
             return 1
         if cmd == "same":
-            diff = [k for k in keys if a[k]["loss"] != b[k]["loss"]]
-            print(f"{len(keys)} losses, {len(diff)} differ" + (f", first {diff[0]}: {a[diff[0]]['loss']} vs {b[diff[0]]['loss']}" if diff else ""))
+            # the loss, and the gradient noise scale meter's fields where the log has them (a
+            # resume continues the meter's EMAs from the checkpoint)
+            fields = ["loss"] + [f for f in ("gns_g2", "gns_trace", "b_simple")
+                                 if any(a[k].get(f) is not None and b[k].get(f) is not None for k in keys)]
+            diff = [(k, f) for k in keys for f in fields if a[k].get(f) != b[k].get(f)]
+            print(f"{len(keys)} records, fields {','.join(fields)}: {len(diff)} differ" +
+                  (f", first {diff[0]}: {a[diff[0][0]].get(diff[0][1])} vs {b[diff[0][0]].get(diff[0][1])}" if diff else ""))
             return 1 if diff else 0
         tol = float(args[2])
         norm_rtol = float(opts.get("--norm-rtol", "2e-5"))
