@@ -95,8 +95,14 @@ static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size
     }
     if (!ZERO_COMM_MPI && *world_size > 1 && local_rank >= device_count) {
         fprintf(stderr, "error: rank %d: local rank %d but only %d GPUs on this node; expected at most one rank per GPU "
-                "(NCCL cannot share a GPU between ranks; build with ZERO_COMM=mpi to test several ranks on one GPU)\n",
-                *rank, local_rank, device_count);
+                "(NCCL cannot share a GPU between ranks; build with ZERO_COMM=mpi to test several ranks on one GPU%s)\n",
+                *rank, local_rank, device_count,
+#ifdef CUDA_EMULATION
+                ", or set EMU_DEVICE_COUNT to the ranks per node: emulated GPUs"
+#else
+                ""
+#endif
+        );
         zero_abort_all_ranks(1);
     }
     CUDA_CHECK(cudaSetDevice(local_rank % device_count));

@@ -10,8 +10,9 @@
  * and without libcudart: this file defines the runtime functions the project calls.
  *
  * What is modelled (CUDA C++ Programming Guide, "Programming Model" and "Thread Hierarchy"):
- *   - Every CUDA thread of a block is a fiber (ucontext, own stack with a guard page). Blocks
- *     run one after another. Fibers switch only at barriers, so a thread runs as far ahead of
+ *   - Every CUDA thread of a block is a fiber (ucontext, own 256 KiB stack with a guard page).
+ *     Blocks run one after another, in a random order, each with its shared memory (static and
+ *     dynamic) poisoned. Fibers switch only at barriers, so a thread runs as far ahead of
  *     the others as the program lets it: a read of shared memory that another thread writes
  *     without a barrier in between sees the old (garbage) value, which is how a missing
  *     __syncthreads/__syncwarp shows up as a wrong result. The order in which fibers are resumed
@@ -19,8 +20,9 @@
  *   - __syncthreads: all threads of the block, at the same call site; reaching one after some
  *     threads returned, or threads meeting at different calls, is reported (the Programming
  *     Guide's rule for conditional __syncthreads; newer GPUs may tolerate it, older ones hang).
- *     __syncwarp and __shfl_xor_sync: the 32 lanes of a warp; a full mask with a lane that does
- *     not exist or has returned is reported (undefined behaviour on the GPU).
+ *     __syncwarp and __shfl_xor_sync (full mask only): the lanes of the warp that have not
+ *     returned; a shuffle reading a lane that returned or does not exist gets poison (0xff
+ *     bytes), as its value is undefined on the GPU.
  *   - WMMA (nvcuda::wmma, bf16 16x16x16, fp32 accumulate): fragments hold the whole tile per
  *     thread; load/store check the documented 256-bit pointer and ldm alignment; a store writes
  *     only the calling lane's share of the elements, so reading the tile back without __syncwarp
@@ -28,8 +30,10 @@
  *   - Launch checks: block <= 1024 threads, grid y/z <= 65535, dynamic shared memory > 48 KiB
  *     only after cudaFuncSetAttribute(MaxDynamicSharedMemorySize), <= 227 KiB (sm_90).
  *   - Memory: cudaMalloc buffers are filled with 0xff bytes (NaN as bf16 and fp32: reading
- *     memory nobody wrote poisons the result) and fenced by inaccessible pages before and
- *     after, so an access past either end stops with the kernel, block and thread named.
+ *     memory nobody wrote poisons the result) and fenced: inaccessible pages a page or less
+ *     before and under 256 bytes after them stop an access there with the kernel, block and
+ *     thread named; the poisoned slack in between is checked after every kernel (a write there
+ *     stops with the kernel named; a read there reads poison).
  *     Dynamic shared memory is poisoned for every block and fenced: a guard page at its size
  *     rounded up to 128 bytes, and a check after each block that nothing was written between
  *     the size the launch asked for and that page.
@@ -38,8 +42,9 @@
  *     only when something orders after them, so a missing wait on a collective shows up as
  *     stale data. The other direction (a collective issued before its input kernel ran, i.e.
  *     a missing wait of the comm stream on the compute stream) is NOT found: kernels run early.
- * Not modelled: warp divergence timing, atomics contention, texture/constant memory, static
- * __shared__ arrays starting each block with garbage (they keep the previous block's values).
+ * Not modelled: warp divergence timing, atomics contention, texture/constant memory, masks other
+ * than full, WMMA's warp-wide checks (each lane's call is checked on its own), the static
+ * shared-memory size in the launch limit.
  *
  * Defines non-inline functions: include it in exactly one translation unit per program.
  */
@@ -156,10 +161,10 @@ static void fiber_entry(void) {
     t->done = true;
     state.progress = true;
     Warp& w = state.warps[t->warp];
-    w.live--;
-    if (w.waiting > 0) fail("%s", "a lane of the warp returned while other lanes wait in __syncwarp or a shuffle (undefined behaviour)");
+    w.live--; // exited lanes may be named in a warp op's mask (they are skipped)
+    if (w.waiting > 0 && w.waiting == w.live) { w.waiting = 0; w.released++; }
     state.live--;
-    if (state.waiting > 0) fail("%s", "a thread returned while others wait in __syncthreads (undefined behaviour)");
+    if (state.waiting > 0) fail("%s", "a thread of the block returned while others wait in __syncthreads (undefined behaviour)");
     _longjmp(state.scheduler, 1); // never returns: the fiber's stack is dropped
 }
 
@@ -170,7 +175,7 @@ static void fiber_entry(void) {
 static void block_barrier(const char* file, int line) {
     Thread* t = state.current;
     size_t n = state.threads.size();
-    if ((size_t)state.live != n) fail("%s", "__syncthreads after some threads of the block returned (undefined behaviour)");
+    if ((size_t)state.live != n) fail("%s", "__syncthreads reached after a thread of the block returned (undefined behaviour)");
     if (state.waiting == 0) { state.barrier_file = file; state.barrier_line = line; }
     else if (state.barrier_line != line || strcmp(state.barrier_file, file) != 0) {
         char detail[512];
@@ -185,15 +190,13 @@ static void block_barrier(const char* file, int line) {
     while (state.released < target) yield();
 }
 
-// Warp barrier behind __syncwarp and the shuffles: every lane of the warp must take part.
+// Warp barrier behind __syncwarp and the shuffles, full mask: every lane of the warp that has
+// not returned takes part (the Programming Guide: "all non-exited threads named in mask");
+// lanes that returned, or do not exist in a last partial warp, are skipped.
 static void warp_barrier(unsigned mask, const char* what) {
     Thread* t = state.current;
     Warp& w = state.warps[t->warp];
-    unsigned all = w.lanes == 32 ? 0xffffffffu : ((1u << w.lanes) - 1u);
     if (mask != 0xffffffffu) fail("%s with a mask other than 0xffffffff is not modelled", what);
-    if (w.lanes != 32) fail("%s with a full mask in a warp of fewer than 32 threads (undefined behaviour)", what);
-    if (w.live != w.lanes) fail("%s with a full mask after some lanes of the warp returned (undefined behaviour)", what);
-    (void)all;
     unsigned long target = w.released + 1;
     t->warp_phase++;
     state.progress = true;
@@ -208,6 +211,7 @@ struct Allocation {
     unsigned char* base; // start of the mapping (a guard page)
     size_t map_bytes;
     size_t bytes; // what the caller asked for
+    bool host;    // cudaMallocHost (pinned host memory), not device memory
 };
 
 static std::map<uintptr_t, Allocation>& allocations(void) {
@@ -227,8 +231,11 @@ static void* guarded_alloc(size_t bytes, unsigned char fill) {
     mprotect(base, kPage, PROT_NONE);
     mprotect(base + (data_pages + 1) * kPage, kPage, PROT_NONE);
     unsigned char* p = base + (data_pages + 1) * kPage - rounded;
-    memset(p, fill, rounded);
-    allocations()[(uintptr_t)p] = Allocation{base, map_bytes, bytes};
+    // Poison the whole data area: the buffer (fill) and the slack before and after it (0xff),
+    // which check_allocation_fences expects unchanged after every kernel.
+    memset(base + kPage, 0xff, data_pages * kPage);
+    memset(p, fill, bytes);
+    allocations()[(uintptr_t)p] = Allocation{base, map_bytes, bytes, false};
     return p;
 }
 
@@ -241,6 +248,34 @@ static const Allocation* find_allocation(const void* p, size_t bytes, uintptr_t*
     if ((uintptr_t)p + bytes > it->first + it->second.bytes) return NULL;
     if (start != NULL) *start = it->first;
     return &it->second;
+}
+
+// The guard pages catch accesses a page or more outside a buffer; the slack between them and the
+// buffer (up to a page before it, under 256 bytes after it) must still hold its poison after a
+// kernel, else the kernel wrote outside the buffer.
+static const unsigned char* first_unpoisoned(const unsigned char* a, const unsigned char* b) {
+    for (; a < b; a++)
+        if (*a != 0xff) return a;
+    return NULL;
+}
+
+static void check_allocation_fences(const char* kernel) {
+    for (auto& kv : allocations()) {
+        const Allocation& al = kv.second;
+        if (al.host) continue;
+        const unsigned char* p = (const unsigned char*)kv.first;
+        const unsigned char* before = first_unpoisoned(al.base + kPage, p);
+        const unsigned char* after = first_unpoisoned(p + al.bytes, al.base + al.map_bytes - kPage);
+        if (before == NULL && after == NULL) continue;
+        char detail[300];
+        if (before != NULL)
+            snprintf(detail, sizeof(detail), "kernel %s wrote %zu bytes before the start of a %zu-byte cudaMalloc buffer",
+                     kernel, (size_t)(p - before), al.bytes);
+        else
+            snprintf(detail, sizeof(detail), "kernel %s wrote %zu bytes past the end of a %zu-byte cudaMalloc buffer",
+                     kernel, (size_t)(after - p - al.bytes), al.bytes);
+        fail("%s", detail);
+    }
 }
 
 static void segv_handler(int sig, siginfo_t* info, void*) {
@@ -259,6 +294,11 @@ static void segv_handler(int sig, siginfo_t* info, void*) {
                          info->si_addr, (size_t)(a - kv.first - al.bytes), al.bytes);
         }
     }
+    if (state.stacks != NULL && a >= (uintptr_t)state.stacks &&
+        a < (uintptr_t)state.stacks + state.stacks_threads * (kStackBytes + kPage) &&
+        (a - (uintptr_t)state.stacks) % (kStackBytes + kPage) < kPage)
+        snprintf(detail, sizeof(detail), "address %p: a CUDA thread's stack overflowed (the emulation gives each %zu KiB; "
+                 "local arrays that large are legal on a GPU up to 512 KiB)", info->si_addr, kStackBytes >> 10);
     if (state.kernel != NULL && state.dynamic_smem != NULL) {
         uintptr_t s = (uintptr_t)state.dynamic_smem, fence = s + state.dynamic_smem_span;
         if (a >= fence && a < fence + kPage)
@@ -290,7 +330,7 @@ static void install_handlers(void) {
     sigaction(SIGSEGV, &sa, NULL);
     sigaction(SIGBUS, &sa, NULL);
     const char* seed = getenv("EMU_SEED");
-    state.rng = seed != NULL ? strtoull(seed, NULL, 10) * 0x9e3779b97f4a7c15ull + 1 : 1;
+    state.rng = (seed != NULL ? strtoull(seed, NULL, 10) : 1ull) * 0x9e3779b97f4a7c15ull + 1; // EMU_SEED, default 1
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -408,6 +448,12 @@ static void run_kernel(const char* name, const LaunchConfig& cfg, const void* fu
     execute_kernel(name, cfg, body);
 }
 
+// Static __shared__ arrays (the section above); weak: a program may have none.
+extern "C" __attribute__((weak)) unsigned char __start_emu_shared[];
+extern "C" __attribute__((weak)) unsigned char __stop_emu_shared[];
+
+static void check_allocation_fences(const char* kernel);
+
 static void execute_kernel(const char* name, const LaunchConfig& cfg, const std::function<void()>& body) {
     // Dynamic shared memory ends exactly at a guard page (128-byte aligned start), poisoned.
     unsigned char* buffer = dynamic_smem_buffer();
@@ -420,11 +466,18 @@ static void execute_kernel(const char* name, const LaunchConfig& cfg, const std:
     state.kernel = name;
     state.grid = cfg.grid;
     state.block = cfg.block;
-    for (unsigned z = 0; z < cfg.grid.z; z++)
-        for (unsigned y = 0; y < cfg.grid.y; y++)
-            for (unsigned x = 0; x < cfg.grid.x; x++) {
+    // Blocks in a random order (CUDA promises none), each with poisoned shared memory.
+    size_t blocks = (size_t)cfg.grid.x * cfg.grid.y * cfg.grid.z;
+    std::vector<size_t> order(blocks);
+    for (size_t i = 0; i < blocks; i++) order[i] = i;
+    for (size_t i = blocks; i > 1; i--) std::swap(order[i - 1], order[next_random() % i]);
+    for (size_t b = 0; b < blocks; b++) {
+                unsigned x = (unsigned)(order[b] % cfg.grid.x), y = (unsigned)(order[b] / cfg.grid.x % cfg.grid.y);
+                unsigned z = (unsigned)(order[b] / ((size_t)cfg.grid.x * cfg.grid.y));
                 state.block_idx = uint3{x, y, z};
                 memset(state.dynamic_smem, 0xff, span);
+                unsigned char *shared_lo = __start_emu_shared, *shared_hi = __stop_emu_shared;
+                if (shared_lo != NULL && shared_hi > shared_lo) memset(shared_lo, 0xff, (size_t)(shared_hi - shared_lo));
                 run_block(body);
                 // The fence sits at the 128-byte rounded size; the bytes between the size asked
                 // for and the fence must still hold the poison (a write past the end otherwise).
@@ -436,7 +489,9 @@ static void execute_kernel(const char* name, const LaunchConfig& cfg, const std:
                         state.current = NULL;
                         fail("%s", detail);
                     }
-            }
+    }
+    state.current = NULL;
+    check_allocation_fences(name);
     state.kernel = NULL;
     state.dynamic_smem = NULL;
 }
@@ -470,7 +525,9 @@ static Launch<Params...> launch(LaunchConfig cfg, void (*func)(Params...), const
 // Device built-ins as the kernels spell them.
 
 #undef __shared__
-#define __shared__ static // one block runs at a time: a function-static array is the block's shared memory
+// One block runs at a time: a function-static array is the block's shared memory. All of them
+// live in one section, poisoned (0xff) before every block, as if each block got fresh memory.
+#define __shared__ static __attribute__((section("emu_shared")))
 #undef __launch_bounds__
 #define __launch_bounds__(...)
 #define threadIdx (emu::state.current->idx)
@@ -492,7 +549,12 @@ static inline T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width
     memcpy(&w.slots[parity][t->lane], &value, sizeof(T));
     emu::warp_barrier(mask, "__shfl_xor_sync");
     T result;
-    memcpy(&result, &w.slots[parity][(t->lane ^ lane_mask) & 31], sizeof(T));
+    int source = (t->lane ^ lane_mask) & 31;
+    // the source took part if it reached this exchange's phase (it may have finished since)
+    if (source >= w.lanes || emu::state.threads[(size_t)t->warp * 32 + source].warp_phase < t->warp_phase)
+        memset(&result, 0xff, sizeof(T)); // an exited or absent lane: undefined on the GPU, poison here
+    else
+        memcpy(&result, &w.slots[parity][source], sizeof(T));
     return result;
 }
 

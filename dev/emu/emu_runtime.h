@@ -5,9 +5,10 @@
  *   - Device memory is host memory from emu::guarded_alloc (poisoned with 0xff, fenced).
  *   - Copies and memsets check that the device side lies inside one cudaMalloc buffer and fail
  *     with cudaErrorInvalidValue otherwise (the real runtime may corrupt memory silently).
- *   - Stream order: a collective (nccl_emu.h) is queued and completes only when something
- *     orders after it (an event wait, a stream or device sync); kernels, copies and memsets run
- *     when issued, unless their stream has a collective in flight: then they queue behind it.
+ *   - Stream order: a collective (nccl_emu.h), an asynchronous copy to the host and one from
+ *     pinned (cudaMallocHost) memory are queued and complete only when something orders after
+ *     them (an event wait, a stream or device sync); kernels, other copies and memsets run when
+ *     issued, unless their stream has such work in flight: then they queue behind it.
  *     So a consumer that skips its wait on a collective, or on work queued behind one, reads
  *     the data from before. An event holds the host time of its record and its stream position.
  *   - EMU_DEVICE_COUNT devices (default 1), each reported as an sm_90 part with 132 SMs and 141 GB (the H200 the project
@@ -113,6 +114,19 @@ static void stream_enqueue(cudaStream_t s, std::function<bool(bool)> progress, c
     s->pending.push_back(EmuPendingOp{s->issued, std::move(progress), out, out_bytes});
 }
 
+// cudaMallocHost buffers: start -> bytes.
+static std::map<uintptr_t, size_t>& pinned(void) {
+    static std::map<uintptr_t, size_t> table;
+    return table;
+}
+
+static bool is_pinned(const void* p, size_t bytes) {
+    auto it = pinned().upper_bound((uintptr_t)p);
+    if (it == pinned().begin()) return false;
+    --it;
+    return (uintptr_t)p + bytes <= it->first + it->second;
+}
+
 static void event_complete(cudaEvent_t e) {
     if (e->stream != NULL) stream_progress(e->stream, e->seq, true);
 }
@@ -166,11 +180,14 @@ cudaError_t cudaFree(void* ptr) {
 cudaError_t cudaMallocHost(void** ptr, size_t size) {
     if (ptr == NULL) return cudaErrorInvalidValue;
     *ptr = aligned_alloc(256, (size + 255) / 256 * 256 + 256);
-    return *ptr != NULL ? cudaSuccess : cudaErrorMemoryAllocation;
+    if (*ptr == NULL) return cudaErrorMemoryAllocation;
+    emu::pinned()[(uintptr_t)*ptr] = size;
+    return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
     cudaDeviceSynchronize();
+    emu::pinned().erase((uintptr_t)ptr);
     free(ptr);
     return cudaSuccess;
 }
@@ -195,6 +212,16 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaM
     if (dst_device) e = emu::check_device_range(dst, count, "cudaMemcpyAsync", "destination");
     if (e == cudaSuccess && src_device) e = emu::check_device_range(src, count, "cudaMemcpyAsync", "source");
     if (e != cudaSuccess) return e;
+    // An asynchronous copy that reads or writes pinned or any host memory (device to host, or
+    // from pinned memory) completes late: when its stream is synchronized or waited on, so a
+    // host that reads the destination, or changes a pinned source, before that is caught.
+    bool late = stream != NULL && (kind == cudaMemcpyDeviceToHost || (kind == cudaMemcpyHostToDevice && emu::is_pinned(src, count)));
+    if (late) {
+        emu::stream_settle(stream);
+        emu::stream_enqueue(stream, [dst, src, count](bool) { memmove(dst, src, count); return true; },
+                            kind == cudaMemcpyDeviceToHost ? dst : NULL, count);
+        return cudaSuccess;
+    }
     if (kind == cudaMemcpyHostToDevice) { // pageable host memory is read at the call
         std::shared_ptr<std::vector<unsigned char>> copy = std::make_shared<std::vector<unsigned char>>(
             (const unsigned char*)src, (const unsigned char*)src + count);
@@ -285,7 +312,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
     if (device < 0 || device >= emu_device_count()) return cudaErrorInvalidDevice;
     memset(prop, 0, sizeof(*prop));
-    snprintf(prop->name, sizeof(prop->name), "CPU emulation (reports sm_90)");
+    snprintf(prop->name, sizeof(prop->name), "CPU emulation");
     prop->totalGlobalMem = emu::kDeviceBytes;
     prop->multiProcessorCount = 132;
     prop->major = 9;
@@ -309,6 +336,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
     emu::streams().push_back(*stream);
     return cudaSuccess;
 }
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
 
 // The stream's work still completes (CUDA semantics); the object is kept so events recorded
 // on it stay valid.

@@ -9,7 +9,8 @@
  * writes its output only when it completes: when an event recorded after it is waited on or
  * synchronized, or the stream runs a kernel or copy, or the device synchronizes. Collectives
  * queued back to back on one stream stay in flight together (completing in order). So a consumer that does not wait for it sees
- * the old contents, and a producer that writes the input after the issue is not seen by it.
+ * the old contents (poisoned at the issue: NaN), and a producer that writes the input after the
+ * issue (outside the output range) is reported when the collective completes.
  * bf16 sum: each input converted to fp32, MPI_SUM over ranks in fp32, one rounding to bf16
  * (NCCL's own order of rounding differs; tests compare with bf16 tolerances).
  * Checks: counts and buffers inside cudaMalloc allocations; in-place calls must use NCCL's
@@ -21,6 +22,7 @@
 #ifndef EMU_NCCL_H
 #define EMU_NCCL_H
 
+#include <algorithm>
 #include <memory>
 #include <mpi.h>
 #include <nccl.h>
@@ -48,15 +50,31 @@ static void bf16_to_float(float* out, const __nv_bfloat16* in, size_t n) {
 }
 
 // Queue an MPI request on the stream; finish() runs after it completes (writes the output).
-static void nccl_enqueue(cudaStream_t stream, MPI_Request request, std::function<void()> finish, void* out,
-                         size_t out_bytes) {
+// At the issue, the output range is poisoned (a reader that skips the wait sees NaN even where
+// the result equals the old contents) and the input bytes outside the output are kept; at
+// completion they must be unchanged (a producer that overwrote the input while the collective
+// was in flight is reported: the GPU's result would have depended on timing).
+static void nccl_enqueue(const char* call, cudaStream_t stream, MPI_Request request, std::function<void()> finish,
+                         const void* in, size_t in_bytes, void* out, size_t out_bytes) {
     auto req = std::make_shared<MPI_Request>(request);
-    stream_enqueue(stream, [req, finish](bool block) {
+    // the input's parts outside the output: [a, head_end) before it and [tail_begin, a_end) after it
+    const unsigned char *a = (const unsigned char*)in, *a_end = a + in_bytes;
+    const unsigned char *b = (const unsigned char*)out, *b_end = b + out_bytes;
+    const unsigned char* head_end = std::min(a_end, std::max(a, b));
+    const unsigned char* tail_begin = std::max(a, std::min(a_end, b_end));
+    auto head = std::make_shared<std::vector<unsigned char>>(a, head_end);
+    auto tail = std::make_shared<std::vector<unsigned char>>(tail_begin, a_end);
+    memset(out, 0xff, out_bytes);
+    stream_enqueue(stream, [req, finish, call, a, tail_begin, head, tail](bool block) {
         int done = 0;
         if (block) MPI_Wait(req.get(), MPI_STATUS_IGNORE), done = 1;
         else MPI_Test(req.get(), &done, MPI_STATUS_IGNORE);
-        if (done) finish();
-        return done != 0;
+        if (!done) return false;
+        if (memcmp(a, head->data(), head->size()) != 0 || memcmp(tail_begin, tail->data(), tail->size()) != 0)
+            fail("%s: its input was written while the collective was in flight (a missing wait of the producer "
+                 "on the collective's event)", call);
+        finish();
+        return true;
     }, out, out_bytes);
 }
 
@@ -137,10 +155,10 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
     emu::bf16_to_float(in->data(), (const __nv_bfloat16*)sendbuff, count);
     MPI_Request request;
     MPI_Iallreduce(in->data(), out->data(), (int)count, MPI_FLOAT, MPI_SUM, comm->comm, &request);
-    emu::nccl_enqueue(stream, request, [in, out, recvbuff, count]() {
+    emu::nccl_enqueue(call, stream, request, [in, out, recvbuff, count]() {
         __nv_bfloat16* dst = (__nv_bfloat16*)recvbuff;
         for (size_t i = 0; i < count; i++) dst[i] = __float2bfloat16((*out)[i]);
-    }, recvbuff, bytes);
+    }, sendbuff, bytes, recvbuff, bytes);
     return ncclSuccess;
 }
 
@@ -161,10 +179,10 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
     emu::bf16_to_float(in->data(), (const __nv_bfloat16*)sendbuff, n);
     MPI_Request request;
     MPI_Ireduce_scatter_block(in->data(), out->data(), (int)recvcount, MPI_FLOAT, MPI_SUM, comm->comm, &request);
-    emu::nccl_enqueue(stream, request, [in, out, recvbuff, recvcount]() {
+    emu::nccl_enqueue(call, stream, request, [in, out, recvbuff, recvcount]() {
         __nv_bfloat16* dst = (__nv_bfloat16*)recvbuff;
         for (size_t i = 0; i < recvcount; i++) dst[i] = __float2bfloat16((*out)[i]);
-    }, recvbuff, recvcount * 2);
+    }, sendbuff, n * 2, recvbuff, recvcount * 2);
     return ncclSuccess;
 }
 
@@ -186,7 +204,8 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
     MPI_Request request;
     MPI_Iallgather(in->data(), (int)(sendcount * 2), MPI_BYTE, out->data(), (int)(sendcount * 2), MPI_BYTE, comm->comm,
                    &request);
-    emu::nccl_enqueue(stream, request, [in, out, recvbuff, n]() { memcpy(recvbuff, out->data(), n * 2); }, recvbuff, n * 2);
+    emu::nccl_enqueue(call, stream, request, [in, out, recvbuff, n]() { memcpy(recvbuff, out->data(), n * 2); },
+                      sendbuff, sendcount * 2, recvbuff, n * 2);
     return ncclSuccess;
 }
 

@@ -24,8 +24,15 @@ LAUNCH = re.compile(r"([A-Za-z_]\w*(?:<[^<>()]*>)?)\s*<<<(.*?)>>>\s*\(", re.S)
 DYNAMIC_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s*)?([\w\s]+?)\s*(\w+)\s*\[\s*\]\s*;")
 
 
+def launch(m):
+    # line breaks outside the config (between name and <<<, or >>> and '(') are kept at the end,
+    # so the lines after the launch keep their numbers
+    outside = m.group(0).replace(m.group(2), "", 1)
+    return 'emu::launch(emu::LaunchConfig(%s), %s, "%s")(%s' % (m.group(2), m.group(1), m.group(1), "\n" * outside.count("\n"))
+
+
 def rewrite(text, path):
-    text = LAUNCH.sub(lambda m: 'emu::launch(emu::LaunchConfig(%s), %s, "%s")(' % (m.group(2), m.group(1), m.group(1)), text)
+    text = LAUNCH.sub(launch, text)
     text = DYNAMIC_SHARED.sub(lambda m: "#define %s ((%s*)emu::state.dynamic_smem)" % (m.group(2), m.group(1).strip()), text)
     for token in ("<<<", ">>>", "extern __shared__"):
         if token in text:

@@ -4,14 +4,19 @@
  * each claim in emu.h's header has a kernel here that breaks it on purpose:
  *   positive: block reduction, shuffles and WMMA give the exact expected values; >48 KiB of
  *             dynamic shared memory works after cudaFuncSetAttribute.
- *   negative: a missing __syncthreads or __syncwarp yields a wrong result; an out-of-bounds
- *             write (global or dynamic shared memory), a shuffle after some lanes returned, a __syncthreads reached by part of the
- *             block, a misaligned WMMA pointer each stop the program (exit 3) with the reason
- *             on stderr; a launch asking too much shared memory and a cudaMemcpy past a
+ *             A full-mask shuffle after some lanes returned runs; values from those lanes are
+ *             poison.
+ *   negative: a missing __syncthreads (dynamic or static shared memory, every block of every
+ *             launch) or __syncwarp yields a wrong result; an out-of-bounds write (a page away,
+ *             or just past the end or before the start of a buffer, or past dynamic shared
+ *             memory), a __syncthreads reached by part of the block, threads meeting at
+ *             different __syncthreads, a misaligned WMMA pointer each stop the program (exit 3)
+ *             with the reason on stderr; a launch asking too much shared memory and a cudaMemcpy past a
  *             buffer's end return errors.
  * Streams (emu_runtime.h, nccl_emu.h, one MPI rank): a collective's output is there after an
- * event wait, and not there (poison) for a kernel that skipped the wait; a kernel queued behind
- * a collective on its stream runs only when waited for.
+ * event wait, and not there (poison) for a kernel that skipped the wait, even where the old
+ * contents equal the result; a kernel queued behind a collective on its stream runs only when
+ * waited for; overwriting a collective's input while it is in flight stops the program.
  * Negative cases that stop the program run in a forked child; the parent checks the exit code
  * and a phrase of the message. Prints PASS/FAIL lines; exits 1 on any failure.
  * Build and run: make emu_check (emu.mk).
@@ -201,15 +206,76 @@ static void case_out_of_bounds(void) {
     write_past_end_kernel<<<1, 32>>>(buf, 1024);
 }
 
-__global__ void shuffle_after_return_kernel(float* out) {
-    if (threadIdx.x % 32 >= 16) return;
-    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+// Lanes 16-31 return; lanes 0-15 shuffle with a full mask (legal: exited lanes are skipped).
+// From a live partner (xor 1) the value arrives; from an exited one (xor 16) it is undefined,
+// which the emulation makes poison (-1 as int).
+__global__ void shuffle_after_return_kernel(int* out) {
+    int lane = threadIdx.x % 32;
+    if (lane >= 16) return;
+    int from_live = __shfl_xor_sync(0xffffffffu, lane, 1);
+    int from_exited = __shfl_xor_sync(0xffffffffu, lane, 16);
+    out[lane] = from_live;
+    out[16 + lane] = from_exited;
 }
 
-static void case_shuffle_after_return(void) {
-    float* out;
-    CUDA_CHECK(cudaMalloc(&out, 32 * sizeof(float)));
+static void test_shuffle_after_return(void) {
+    int* out;
+    int host[32];
+    CUDA_CHECK(cudaMalloc(&out, sizeof(host)));
     shuffle_after_return_kernel<<<1, 32>>>(out);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(host, out, sizeof(host), cudaMemcpyDeviceToHost));
+    int ok = 1;
+    for (int i = 0; i < 16; i++) ok &= host[i] == (i ^ 1) && host[16 + i] == -1;
+    check("shuffle_with_exited_lanes_runs_and_poisons_their_values", ok, "wrong values");
+    CUDA_CHECK(cudaFree(out));
+}
+
+// Every block stages a table in static shared memory and reads another thread's entry,
+// with or without the barrier in between.
+__global__ void static_table_kernel(float* out, const float* table, int with_sync) {
+    __shared__ float t[64];
+    t[threadIdx.x] = table[threadIdx.x];
+    if (with_sync) __syncthreads();
+    out[blockIdx.x * 64 + threadIdx.x] = t[63 - threadIdx.x];
+}
+
+// Blocks of the second of two launches whose output is wrong (all 4 should be, without the barrier).
+static int static_table_wrong_blocks(int with_sync) {
+    float table[64], got[4 * 64];
+    for (int i = 0; i < 64; i++) table[i] = (float)i;
+    float *dtable, *out;
+    CUDA_CHECK(cudaMalloc(&dtable, sizeof(table)));
+    CUDA_CHECK(cudaMalloc(&out, sizeof(got)));
+    CUDA_CHECK(cudaMemcpy(dtable, table, sizeof(table), cudaMemcpyHostToDevice));
+    for (int launch = 0; launch < 2; launch++) static_table_kernel<<<4, 64>>>(out, dtable, with_sync);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaMemcpy(got, out, sizeof(got), cudaMemcpyDeviceToHost));
+    int wrong = 0;
+    for (int b = 0; b < 4; b++) {
+        int bad = 0;
+        for (int i = 0; i < 64; i++) bad |= got[b * 64 + i] != (float)(63 - i);
+        wrong += bad;
+    }
+    CUDA_CHECK(cudaFree(dtable));
+    CUDA_CHECK(cudaFree(out));
+    return wrong;
+}
+
+__global__ void write_at_kernel(float* buf, int index) { buf[index] = 1.0f; }
+
+// 100 floats (400 bytes): index 100 is the first byte past the end, inside the 256-byte rounding
+// that the guard page does not cover; index -1 is before the start, inside the page slack.
+static void case_write_just_past_end(void) {
+    float* buf;
+    CUDA_CHECK(cudaMalloc(&buf, 100 * sizeof(float)));
+    write_at_kernel<<<1, 1>>>(buf, 100);
+}
+
+static void case_write_just_before_start(void) {
+    float* buf;
+    CUDA_CHECK(cudaMalloc(&buf, 100 * sizeof(float)));
+    write_at_kernel<<<1, 1>>>(buf, -1);
 }
 
 __global__ void partial_syncthreads_kernel(float* out) {
@@ -273,6 +339,9 @@ static int run_collective_then_read(ncclComm_t nccl, int wait) {
     CUDA_CHECK(cudaMalloc(&recv, sizeof(host)));
     CUDA_CHECK(cudaMalloc(&out, sizeof(host)));
     CUDA_CHECK(cudaMemcpy(send, host, sizeof(host), cudaMemcpyHostToDevice));
+    // recv already holds the values the collective will write: a reader that skips the wait
+    // must still not see them (the output is poisoned until the collective completes)
+    CUDA_CHECK(cudaMemcpy(recv, host, sizeof(host), cudaMemcpyHostToDevice));
     cudaStream_t comm, compute;
     cudaEvent_t done;
     CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
@@ -324,7 +393,69 @@ static void test_kernel_behind_collective(ncclComm_t nccl) {
     CUDA_CHECK(cudaFree(out));
 }
 
+// An asynchronous device-to-host copy lands at the stream's synchronization, not before.
+static void test_async_copy_to_host(void) {
+    int host[16], device_values[16];
+    for (int i = 0; i < 16; i++) { host[i] = -7; device_values[i] = i; }
+    int* d;
+    cudaStream_t stream;
+    CUDA_CHECK(cudaMalloc(&d, sizeof(host)));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaMemcpy(d, device_values, sizeof(host), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpyAsync(host, d, sizeof(host), cudaMemcpyDeviceToHost, stream));
+    int before = host[3] == -7;
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    int after = host[3] == 3;
+    check("async_copy_to_host_lands_at_sync", before && after, before ? "not there after the sync" : "there before the sync");
+    CUDA_CHECK(cudaFree(d));
+}
+
+// The producer overwrites a collective's input while it is in flight (no wait on its event).
+static void case_collective_input_overwritten(void) {
+    const int n = 64;
+    bf16 host[n];
+    for (int i = 0; i < n; i++) host[i] = __float2bfloat16((float)i);
+    bf16 *send, *recv, *other;
+    CUDA_CHECK(cudaMalloc(&send, sizeof(host)));
+    CUDA_CHECK(cudaMalloc(&recv, sizeof(host)));
+    CUDA_CHECK(cudaMalloc(&other, sizeof(host)));
+    CUDA_CHECK(cudaMemcpy(send, host, sizeof(host), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(other, host, sizeof(host), cudaMemcpyHostToDevice));
+    ncclUniqueId id;
+    ncclComm_t nccl;
+    NCCL_CHECK(ncclGetUniqueId(&id));
+    NCCL_CHECK(ncclCommInitRank(&nccl, 1, id, 0));
+    cudaStream_t comm, compute;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    NCCL_CHECK(ncclAllGather(send, recv, n, ncclBfloat16, nccl, comm));
+    copy_kernel<<<1, n, 0, compute>>>(send, recv, n); // writes the input (with poison) meanwhile
+    CUDA_CHECK(cudaStreamSynchronize(comm));
+}
+
+// Cases that must stop the program and need MPI (fork after MPI_Init is not safe): this binary
+// runs them in a fresh process, `test_emu --case NAME`.
+static int run_case(const char* name) {
+    if (strcmp(name, "collective_input_overwritten") == 0) case_collective_input_overwritten();
+    else { fprintf(stderr, "unknown case %s\n", name); return 2; }
+    return 0;
+}
+
+static void case_exec_collective_input_overwritten(void) {
+    execl("/proc/self/exe", "test_emu", "--case", "collective_input_overwritten", (char*)NULL);
+    _exit(4);
+}
+
 int main(int argc, char** argv) {
+    if (argc == 3 && strcmp(argv[1], "--case") == 0) {
+        MPI_Init(&argc, &argv);
+        int rc = run_case(argv[2]);
+        MPI_Finalize();
+        return rc;
+    }
+    // Cases in children first, before this process starts MPI.
+    expect_stop("collective_input_overwritten_stops", case_exec_collective_input_overwritten,
+                "its input was written while the collective was in flight");
     MPI_Init(&argc, &argv); // one rank: the NCCL model's collectives run over MPI
     test_block_reduce();
     test_shuffle();
@@ -345,8 +476,14 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaFree(small));
 
     expect_stop("out_of_bounds_write_stops", case_out_of_bounds, "past the end of a 4096-byte cudaMalloc buffer");
-    expect_stop("shuffle_after_return_stops", case_shuffle_after_return, "of the warp returned");
-    expect_stop("partial_syncthreads_stops", case_partial_syncthreads, "after some threads of the block returned");
+    test_shuffle_after_return();
+    check("static_shared_with_syncthreads", static_table_wrong_blocks(1) == 0, "wrong values with the barrier");
+    check("static_shared_missing_syncthreads_shows_in_every_block", static_table_wrong_blocks(0) == 4,
+          "some blocks of the second launch read the table without the barrier and got it right");
+    expect_stop("write_just_past_end_stops", case_write_just_past_end, "wrote 0 bytes past the end of a 400-byte cudaMalloc buffer");
+    expect_stop("write_just_before_start_stops", case_write_just_before_start, "wrote 4 bytes before the start of a 400-byte cudaMalloc buffer");
+    // either thread may be the first to see it: the one arriving late or the one returning early
+    expect_stop("partial_syncthreads_stops", case_partial_syncthreads, "thread of the block returned");
     expect_stop("split_syncthreads_stops", case_split_syncthreads, "different __syncthreads calls");
     expect_stop("dynamic_smem_write_past_end_stops", case_smem_past_end, "of dynamic shared memory; the launch asked for 400 bytes");
     expect_stop("wmma_misaligned_stops", case_wmma_misaligned, "not 256-bit aligned");
@@ -358,6 +495,7 @@ int main(int argc, char** argv) {
     check("collective_output_after_event_wait", run_collective_then_read(nccl, 1), "wrong values after waiting");
     check("collective_missing_wait_shows", !run_collective_then_read(nccl, 0), "a kernel that skipped the wait saw the output");
     test_kernel_behind_collective(nccl);
+    test_async_copy_to_host();
     NCCL_CHECK(ncclCommDestroy(nccl));
 
     printf("%d failed\n", failures);
