@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,26 @@ static void train_args_print_help(const char* program, FILE* out) {
     fprintf(out, "  -h   print this help\n");
 }
 
+// Under mpirun every rank parses the same argv and meets the same error: rank 0 alone prints
+// it (launcher's rank variables: Open MPI, PMIx, MPICH/Slurm PMI); every rank exits 1.
+static void args_fail(const char* fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void args_fail(const char* fmt, ...) {
+    const char* names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    int quiet = 0;
+    for (int k = 0; k < 3; k++) {
+        const char* rank = getenv(names[k]);
+        if (rank != NULL) { quiet = atoi(rank) != 0; break; }
+    }
+    if (!quiet) {
+        va_list ap;
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
+    exit(1);
+}
+
 // Parse argv into *a (defaults first). Exits 0 after -h, 1 on a bad flag or value.
 static void train_args_parse(TrainArgs* a, int argc, char** argv) {
     train_args_defaults(a);
@@ -133,12 +154,10 @@ static void train_args_parse(TrainArgs* a, int argc, char** argv) {
         const ArgSpec* spec = NULL;
         for (int k = 0; k < NUM_ARG_SPECS; k++) if (strcmp(argv[i], arg_specs[k].flag) == 0) spec = &arg_specs[k];
         if (spec == NULL) {
-            fprintf(stderr, "error: %s: unknown flag; expected one of the flags listed by -h\n", argv[i]);
-            exit(1);
+            args_fail("error: %s: unknown flag; expected one of the flags listed by -h", argv[i]);
         }
         if (i + 1 >= argc) {
-            fprintf(stderr, "error: %s: missing value; expected a value after the flag (see -h)\n", argv[i]);
-            exit(1);
+            args_fail("error: %s: missing value; expected a value after the flag (see -h)", argv[i]);
         }
         const char* value = argv[++i];
         char* field = (char*)a + spec->offset;
@@ -147,22 +166,19 @@ static void train_args_parse(TrainArgs* a, int argc, char** argv) {
         if (spec->type == ARG_INT) {
             long v = strtol(value, &end, 10);
             if (errno || end == value || *end != '\0' || v < INT_MIN || v > INT_MAX) {
-                fprintf(stderr, "error: %s: '%s' is not an integer; expected an integer\n", spec->flag, value);
-                exit(1);
+                args_fail("error: %s: '%s' is not an integer; expected an integer", spec->flag, value);
             }
             *(int*)field = (int)v;
         } else if (spec->type == ARG_FLOAT) {
             float v = strtof(value, &end);
             if (errno || end == value || *end != '\0' || !isfinite(v)) {
-                fprintf(stderr, "error: %s: '%s' is not a finite float number; expected a number like 3e-4\n", spec->flag, value);
-                exit(1);
+                args_fail("error: %s: '%s' is not a finite float number; expected a number like 3e-4", spec->flag, value);
             }
             *(float*)field = v;
         } else {
             // "-o -v" is almost surely a forgotten value, not a path named "-v".
             if (value[0] == '\0' || (value[0] == '-' && value[1] != '\0')) {
-                fprintf(stderr, "error: %s: '%s' is empty or looks like a flag; expected a value after %s\n", spec->flag, value, spec->flag);
-                exit(1);
+                args_fail("error: %s: '%s' is empty or looks like a flag; expected a value after %s", spec->flag, value, spec->flag);
             }
             *(const char**)field = value;
         }
@@ -172,7 +188,7 @@ static void train_args_parse(TrainArgs* a, int argc, char** argv) {
 // Range checks that need no other state; one error line and exit 1 on the first violation.
 static void train_args_validate(const TrainArgs* a) {
 #define ARG_REQUIRE(cond, flag, expected) \
-    do { if (!(cond)) { fprintf(stderr, "error: %s: invalid value; expected %s\n", flag, expected); exit(1); } } while (0)
+    do { if (!(cond)) args_fail("error: %s: invalid value; expected %s", flag, expected); } while (0)
     ARG_REQUIRE(a->B >= 1, "-b", "B >= 1");
     ARG_REQUIRE(a->T >= 1, "-t", "T >= 1");
     ARG_REQUIRE(a->total_batch_tokens == -1 || a->total_batch_tokens >= 1, "-d", "-1 or a positive number of tokens");
@@ -195,12 +211,10 @@ static void train_args_validate(const TrainArgs* a) {
     ARG_REQUIRE(a->gen_tokens <= 1048576, "-g", "tokens per sample <= 1048576 (and below the model's max sequence length)");
     LRKind kind;
     if (lr_kind_from_name(a->lr_schedule, &kind) != 0) {
-        fprintf(stderr, "error: -k %s: unknown schedule; expected cosine, linear or constant\n", a->lr_schedule);
-        exit(1);
+        args_fail("error: -k %s: unknown schedule; expected cosine, linear or constant", a->lr_schedule);
     }
     if (a->checkpoint_every > 0 && a->output_dir == NULL) {
-        fprintf(stderr, "error: -n %d: checkpoints need a directory; expected -o <dir> as well\n", a->checkpoint_every);
-        exit(1);
+        args_fail("error: -n %d: checkpoints need a directory; expected -o <dir> as well", a->checkpoint_every);
     }
 #undef ARG_REQUIRE
 }

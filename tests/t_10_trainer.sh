@@ -27,6 +27,13 @@ check_fails "path_value_looks_like_flag" "error: -o: '-v' is empty or looks like
 check_fails "sample_longer_than_context" "error: -g 2000: a sample is generated within the sequence length" run -s 1 -g 2000
 check_fails "sample_longer_than_sequence_length" "expected -g < 8, or -s 0" run -s 1 -t 8 -g 8
 check_fails "missing_flag_value" "error: -x: missing value" ./train_gpt2 -x
+# Under mpirun each rank meets the same bad flag; one error line, not one per rank.
+one_error_line() {
+    local out
+    out=$(OMP_NUM_THREADS=1 timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 ./train_gpt2 -Q 1 2>&1)
+    [ "$(grep -c 'error: -Q: unknown flag' <<<"$out")" -eq 1 ]
+}
+check "bad_flag_under_mpirun_one_error_line" one_error_line
 check_fails "negative_batch" "error: -b: invalid value" run -b 0
 check_fails "unknown_depth_descriptor" "error: -e d5: unknown depth descriptor" run -e d5
 check_fails "unknown_schedule" "error: -k wsd: unknown schedule" run -k wsd
