@@ -44,7 +44,10 @@
  *     a missing wait of the comm stream on the compute stream) is NOT found: kernels run early.
  * Not modelled: warp divergence timing, atomics contention, texture/constant memory, masks other
  * than full, WMMA's warp-wide checks (each lane's call is checked on its own), the static
- * shared-memory size in the launch limit.
+ * shared-memory size in the launch limit. Blind spots: a __syncthreads inside a helper called
+ * from two places counts as one call site; a host that polls cudaEventQuery completes a
+ * collective as soon as MPI has (as a GPU may), so a missing device wait after such a poll can
+ * go unseen; a collective issued before the kernel producing its input ran (kernels run early).
  *
  * Defines non-inline functions: include it in exactly one translation unit per program.
  */
