@@ -108,12 +108,13 @@ static int train_run_checks_with_model(const TrainRun* run, const GPT2Config* cf
     if (max_steps < run->start_step)
         train_run_fail(run, "error: -x %d: the checkpoint being resumed is at step %d; expected -x >= %d", max_steps,
                        run->start_step, run->start_step);
-    // Samples run at the training sequence length (the activations are sized for -t), which is
-    // at most the model's context: the prompt token and -g new tokens must fit in it.
-    int sample_context = args->T < cfg->max_seq_len ? args->T : cfg->max_seq_len;
-    if (args->sample_every > 0 && args->gen_tokens >= sample_context)
-        train_run_fail(run, "error: -g %d: a sample is generated within the sequence length (-t %d, model context %d); "
-                       "expected -g < %d, or -s 0 for no samples", args->gen_tokens, args->T, cfg->max_seq_len, sample_context);
+    if (args->sample_every > 0 && args->gen_tokens >= cfg->max_seq_len)
+        train_run_fail(run, "error: -g %d: longer than the model's context; expected -g < %d", args->gen_tokens, cfg->max_seq_len);
+    // Samples run within the training sequence length (the activations are sized for -t): the
+    // prompt token and the new tokens fit in T, so a longer -g is cut to T-1 tokens, said once.
+    if (args->sample_every > 0 && args->gen_tokens >= args->T && run->rank == 0)
+        printf("note: -g %d: samples are generated within the sequence length -t %d, so each has %d tokens\n",
+               args->gen_tokens, args->T, args->T - 1);
     dataloader_set_vocab_size(train_loader, cfg->vocab_size);
     if (val_loader) dataloader_set_vocab_size(val_loader, cfg->vocab_size);
     return max_steps;

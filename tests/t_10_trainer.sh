@@ -24,8 +24,8 @@ check_fails "infinite_float_value" "error: -l: 'inf' is not a finite float numbe
 check_fails "batch_times_length_overflow" "error: -b 65536 -t 65536: B\*T\*ranks = 4294967296" run -b 65536 -t 65536
 check_fails "checkpoints_without_output_dir" "error: -n 1: checkpoints need a directory" run -n 1
 check_fails "path_value_looks_like_flag" "error: -o: '-v' is empty or looks like a flag" run -o -v
-check_fails "sample_longer_than_context" "error: -g 2000: a sample is generated within the sequence length" run -s 1 -g 2000
-check_fails "sample_longer_than_sequence_length" "expected -g < 8, or -s 0" run -s 1 -t 8 -g 8
+check_fails "sample_longer_than_context" "error: -g 2000: longer than the model's context" run -s 1 -g 2000
+check "sample_longer_than_sequence_length_is_cut_and_said" bash -c "./train_gpt2 -i '$TRAIN' -j '$VAL' -e d1 -b 2 -t 8 -x 1 -v 0 -s 1 -g 8 | grep -q 'note: -g 8: samples are generated within the sequence length -t 8, so each has 7 tokens'"
 check_fails "missing_flag_value" "error: -x: missing value" ./train_gpt2 -x
 # Under mpirun each rank meets the same bad flag; one error line, not one per rank.
 one_error_line() {
