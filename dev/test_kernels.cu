@@ -585,6 +585,8 @@ int main(void) {
     test_attention_case("attention_hs16_T32", 4, 32, 64, 4);
     // HS = 64, T = 256: four full tiles
     test_attention_case("attention_hs64_T256", 1, 256, 192, 3);
+    // HS = 64, T = 1024 (GPT-2's context, the d12 run's length): 16 key tiles of online softmax
+    test_attention_case("attention_hs64_T1024", 1, 1024, 64, 1);
     test_gelu_residual();
     test_classifier_case("classifier_V1000_Vp1024", 64, 1000, 1024);
     test_classifier_case("classifier_V50257_Vp50304", 8, 50257, 50304); // 7 packs per thread
