@@ -6,8 +6,9 @@
 # real NCCL, cuBLASLt's own kernels or hardware timing. What it does see: indexing and size bugs,
 # missing barriers (__syncthreads/__syncwarp), out-of-bounds accesses (fenced buffers), launch
 # limits, reads of memory nobody wrote (NaN-poisoned), a consumer that skips its wait on a
-# collective (collectives complete late), wrong host logic around the kernels. Not seen: a
-# collective started before the kernel producing its input ran (kernels run early).
+# collective (collectives complete late) or, with EMU_LAZY=1 (kernels queued until waited for), a
+# collective started before the kernels producing its input ran; wrong host logic around the
+# kernels.
 #   1. test_emu: the emulation catches the bugs it claims to (deliberately broken kernels);
 #      test_cublaslt_emu: the cuBLASLt model against a double-precision GEMM and its error cases.
 #   2. test_kernels: every kernel vs its CPU twin, under two scheduling seeds.
@@ -75,7 +76,8 @@ EOF
 export OMP_NUM_THREADS=1
 # Each rank "has" its own GPU, as NCCL requires (EMU_DEVICE_COUNT; dev/emu/emu_runtime.h).
 export EMU_DEVICE_COUNT=2
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT)
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT -x EMU_LAZY)
+export EMU_LAZY=0
 # erun N BINARY DIR ARGS: an emulated trainer on N ranks, global batch 8 sequences of T 32,
 # 6 steps (-x), val every 3 (-v), checkpoint every 6 unless ARGS say otherwise (-n).
 erun() {
@@ -103,6 +105,16 @@ if erun 1 train_gpt2cu_z0 "$ET/ref"; then
         check "${name}_matches_np1_stage0" python3 tests/zero_logcheck.py losses "$ET/ref" "$ET/$binary" "$TOL" --kinds train,val --norm-rtol "$TOL"
         check "${name}_sent_elements_and_bytes_equal_formulas" python3 tests/zero_logcheck.py counts "$ET/$binary" "$stage"
         echo "INFO ${name}: $(python3 tests/zero_logcheck.py losses "$ET/ref" "$ET/$binary" "$TOL" --kinds train,val --norm-rtol "$TOL" 2>&1 | tail -1)"
+    done
+    # EMU_LAZY=1: kernels wait in their stream's queue until something orders after them, so a
+    # collective issued without the comm stream waiting for its producer kernels reads stale
+    # gradients or parameters (the other direction of a missing stream wait).
+    for stage in 0 1 2 3; do
+        name="emu_train_gpt2cu_z${stage}_np2_lazy_streams"
+        if ! EMU_LAZY=1 erun 2 train_gpt2cu_z$stage "$ET/lazy$stage"; then
+            echo "FAIL ${name}_runs: $(grep -v -i tokenizer "$ET/lazy$stage.out" | tail -3 | tr '\n' ' ')"; continue
+        fi
+        check "${name}_matches_np1_stage0" python3 tests/zero_logcheck.py losses "$ET/ref" "$ET/lazy$stage" "$TOL" --kinds train,val --norm-rtol "$TOL"
     done
 else
     echo "FAIL emu_train_gpt2cu_z0_np1_runs: $(grep -v -i tokenizer "$ET/ref.out" | tail -3 | tr '\n' ' ')"

@@ -40,8 +40,10 @@
  *   - Streams and events (emu_runtime.h): kernels, copies and memsets run when issued; NCCL
  *     collectives (nccl_emu.h, over MPI) read their input when issued and write their output
  *     only when something orders after them, so a missing wait on a collective shows up as
- *     stale data. The other direction (a collective issued before its input kernel ran, i.e.
- *     a missing wait of the comm stream on the compute stream) is NOT found: kernels run early.
+ *     stale data. With EMU_LAZY=1 every kernel, copy and memset on a created stream is queued
+ *     too, until something orders after it: then a collective issued before the kernel
+ *     producing its input ran (a missing wait of the comm stream on the compute stream) reads
+ *     stale input. Run both modes: each sees one direction of a missing stream wait.
  * Not modelled: warp divergence timing, atomics contention, texture/constant memory, masks other
  * than full, WMMA's warp-wide checks (each lane's call is checked on its own), the static
  * shared-memory size in the launch limit. Blind spots: a __syncthreads inside a helper called

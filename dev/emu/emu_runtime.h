@@ -10,7 +10,7 @@
  *     them (an event wait, a stream or device sync); kernels, other copies and memsets run when
  *     issued, unless their stream has such work in flight: then they queue behind it.
  *     So a consumer that skips its wait on a collective, or on work queued behind one, reads
- *     the data from before. An event holds the host time of its record and its stream position.
+ *     the data from before. EMU_LAZY=1 queues every operation on a created stream. An event holds the host time of its record and its stream position.
  *   - EMU_DEVICE_COUNT devices (default 1), each reported as an sm_90 part with 132 SMs and 141 GB (the H200 the project
  *     targets), so size and launch heuristics take their GPU branches.
  */
@@ -96,13 +96,23 @@ static void stream_settle_for_input(cudaStream_t s, const void* in, size_t bytes
     stream_progress(s, upto, true);
 }
 
+// EMU_LAZY=1: kernels, copies and memsets on a created stream are always queued, and run only
+// when something orders after them (an event wait or sync, a stream or device sync). A
+// collective then reads its input before the kernels that produce it have run unless the comm
+// stream waited for them: a missing wait of the comm stream on the compute stream shows.
+static bool lazy_streams(void) {
+    static int lazy = -1;
+    if (lazy < 0) { const char* e = getenv("EMU_LAZY"); lazy = e != NULL && atoi(e) != 0; }
+    return lazy != 0;
+}
+
 // An operation that would run now on s: if s still has work in flight it is queued behind it
 // (runs when that completes; treated as writing anything) and true is returned; otherwise the
 // caller runs it now (after the legacy-stream synchronization for s == NULL).
 static bool stream_defer(cudaStream_t s, std::function<void()> run) {
     if (s == NULL) { legacy_stream_sync(); return false; }
     s->issued++;
-    if (s->pending.empty()) return false;
+    if (s->pending.empty() && !lazy_streams()) return false;
     s->pending.push_back(EmuPendingOp{s->issued, [run](bool) { run(); return true; }, NULL, ~(size_t)0 >> 1});
     return true;
 }

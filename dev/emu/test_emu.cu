@@ -16,7 +16,9 @@
  * Streams (emu_runtime.h, nccl_emu.h, one MPI rank): a collective's output is there after an
  * event wait, and not there (poison) for a kernel that skipped the wait, even where the old
  * contents equal the result; a kernel queued behind a collective on its stream runs only when
- * waited for; overwriting a collective's input while it is in flight stops the program.
+ * waited for; overwriting a collective's input while it is in flight stops the program. With
+ * EMU_LAZY=1 (kernels queued until something waits), a collective whose stream did not wait for
+ * the kernel producing its input reads stale input; with the wait it reads the kernel's values.
  * Negative cases that stop the program run in a forked child; the parent checks the exit code
  * and a phrase of the message. Prints PASS/FAIL lines; exits 1 on any failure.
  * Build and run: make emu_check (emu.mk).
@@ -433,12 +435,59 @@ static void case_collective_input_overwritten(void) {
     CUDA_CHECK(cudaStreamSynchronize(comm));
 }
 
+// EMU_LAZY=1: a kernel on `compute` writes a collective's input, and the comm stream does not
+// wait for it (with_wait 0) or does (1). Exit status 5: the collective read stale input (the
+// missing wait showed), 0: it read the kernel's values.
+static int case_lazy_producer(int with_wait) {
+    const int n = 64;
+    bf16 host[n], got[n];
+    for (int i = 0; i < n; i++) host[i] = __float2bfloat16((float)(i + 1));
+    bf16 *values, *send, *recv;
+    CUDA_CHECK(cudaMalloc(&values, sizeof(host)));
+    CUDA_CHECK(cudaMalloc(&send, sizeof(host)));
+    CUDA_CHECK(cudaMalloc(&recv, sizeof(host)));
+    CUDA_CHECK(cudaMemcpy(values, host, sizeof(host), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemset(send, 0, sizeof(host)));
+    ncclUniqueId id;
+    ncclComm_t nccl;
+    NCCL_CHECK(ncclGetUniqueId(&id));
+    NCCL_CHECK(ncclCommInitRank(&nccl, 1, id, 0));
+    cudaStream_t comm, compute;
+    cudaEvent_t produced;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&produced, cudaEventDisableTiming));
+    copy_kernel<<<1, n, 0, compute>>>(send, values, n);
+    CUDA_CHECK(cudaEventRecord(produced, compute));
+    if (with_wait) CUDA_CHECK(cudaStreamWaitEvent(comm, produced, 0));
+    NCCL_CHECK(ncclAllGather(send, recv, n, ncclBfloat16, nccl, comm));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(got, recv, sizeof(got), cudaMemcpyDeviceToHost));
+    return memcmp(got, host, sizeof(host)) == 0 ? 0 : 5;
+}
+
 // Cases that must stop the program and need MPI (fork after MPI_Init is not safe): this binary
 // runs them in a fresh process, `test_emu --case NAME`.
 static int run_case(const char* name) {
     if (strcmp(name, "collective_input_overwritten") == 0) case_collective_input_overwritten();
+    else if (strcmp(name, "lazy_producer_with_wait") == 0) return case_lazy_producer(1);
+    else if (strcmp(name, "lazy_producer_without_wait") == 0) return case_lazy_producer(0);
     else { fprintf(stderr, "unknown case %s\n", name); return 2; }
     return 0;
+}
+
+// Runs `test_emu --case NAME` with EMU_LAZY=1 in a child; its exit status.
+static int run_lazy_case(const char* name) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("EMU_LAZY", "1", 1);
+        execl("/proc/self/exe", "test_emu", "--case", name, (char*)NULL);
+        _exit(4);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 static void case_exec_collective_input_overwritten(void) {
@@ -453,7 +502,13 @@ int main(int argc, char** argv) {
         MPI_Finalize();
         return rc;
     }
+    // The default (eager) mode here; EMU_LAZY's cases run in children that set it.
+    unsetenv("EMU_LAZY");
     // Cases in children first, before this process starts MPI.
+    check("lazy_collective_after_producer_wait_reads_its_output", run_lazy_case("lazy_producer_with_wait") == 0,
+          "the collective did not see the producer's values although the comm stream waited");
+    check("lazy_collective_without_producer_wait_reads_stale_input", run_lazy_case("lazy_producer_without_wait") == 5,
+          "a collective issued without waiting for its producer kernel saw the kernel's values");
     expect_stop("collective_input_overwritten_stops", case_exec_collective_input_overwritten,
                 "its input was written while the collective was in flight");
     MPI_Init(&argc, &argv); // one rank: the NCCL model's collectives run over MPI
