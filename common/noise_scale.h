@@ -92,7 +92,6 @@ static void noise_scale_setup(GradientNoiseScale* g, float ema_beta, int B, int 
     gns_init(&g->meter, ema_beta >= 0.0f ? ema_beta : 0.0);
 }
 
-// Does the engine read the rank's local gradient norms on this micro-step? (the table above)
 // Resume: continue the meter's EMAs from the checkpoint's (zero_checkpoint_load_state), when
 // they were taken with this run's EMA beta; otherwise the meter starts afresh, said on rank 0.
 static void noise_scale_restore(GradientNoiseScale* g, const GNSMeter* saved, int rank) {
@@ -106,6 +105,7 @@ static void noise_scale_restore(GradientNoiseScale* g, const GNSMeter* saved, in
     g->meter = *saved;
 }
 
+// Does the engine read the rank's local gradient norms on this micro-step? (the table above)
 static int noise_scale_measures(const GradientNoiseScale* g, int micro_step) {
     switch (g->small_batch) {
     case GNS_RANK_BATCH: return micro_step == g->grad_accum_steps - 1;
