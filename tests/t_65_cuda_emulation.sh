@@ -19,7 +19,7 @@
 #      backend at stage 2 match 1 rank at stage 0 within bf16 tolerance, count what the
 #      formulas say, and resume bit-exactly (stage 3); at stage 0 its losses and gradient
 #      noise scale meter agree with the CPU build's (fp32) on the same run.
-# About 4 minutes on 2 cores from a fresh clone (the builds are half of it), 2.5 once built.
+# About 4.5 minutes on 2 cores from a fresh clone (the builds are a third of it), 3 once built.
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
 
