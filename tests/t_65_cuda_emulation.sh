@@ -60,19 +60,7 @@ for seed in 1 2; do run_tests emu_kernels_seed$seed "emu_seed${seed}_" env EMU_S
 for stage in 0 1 2 3; do run_tests emu_test_gpt2cu_z$stage "emu_z${stage}_" build/emu/test_gpt2cu_z$stage; done
 
 # Synthetic tokens below V = 1000 (the reference model's vocabulary), llm.c shard format.
-python3 - "$ET" <<'EOF'
-import sys, numpy as np
-rng = np.random.default_rng(7)
-def shard(path, n):
-    jumps, noise = rng.integers(0, 1000, size=n), rng.random(n)
-    toks, t = np.empty(n, dtype="<u2"), 0
-    for i in range(n):
-        t = (t * 7 + 13) % 1000 if noise[i] < 0.7 else jumps[i]
-        toks[i] = t
-    header = np.zeros(256, "<i4"); header[:3] = 20240520, 1, n
-    with open(path, "wb") as f: f.write(header.tobytes()); f.write(toks.tobytes())
-shard(sys.argv[1] + "/train.bin", 20000); shard(sys.argv[1] + "/val.bin", 4000)
-EOF
+python3 tests/markov_shards.py "$ET" 1000 20000 4000 7
 export OMP_NUM_THREADS=1
 # Each rank "has" its own GPU, as NCCL requires (EMU_DEVICE_COUNT; dev/emu/emu_runtime.h).
 export EMU_DEVICE_COUNT=2

@@ -17,19 +17,7 @@ zero_setup() {
     export OMP_NUM_THREADS=1
     # A noisy Markov chain over 3000 token ids (fixed seed): learnable, so the losses move and a
     # wrong gradient shows. 60000 train tokens, 8000 val tokens, llm.c shard format.
-    python3 - "$ZT" <<'EOF'
-import sys, numpy as np
-rng = np.random.default_rng(1234)
-def shard(path, n):
-    jumps, noise = rng.integers(0, 3000, size=n), rng.random(n)
-    toks, t = np.empty(n, dtype="<u2"), 0
-    for i in range(n):
-        t = (t * 7 + 13) % 3000 if noise[i] < 0.7 else jumps[i]
-        toks[i] = t
-    header = np.zeros(256, "<i4"); header[:3] = 20240520, 1, n
-    with open(path, "wb") as f: f.write(header.tobytes()); f.write(toks.tobytes())
-shard(sys.argv[1] + "/train.bin", 60000); shard(sys.argv[1] + "/val.bin", 8000)
-EOF
+    python3 tests/markov_shards.py "$ZT" 3000 60000 8000 1234
 }
 
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe)

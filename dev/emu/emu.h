@@ -92,7 +92,6 @@ struct Thread {
     bool started;
     uint3 idx;               // threadIdx
     int warp, lane;          // linear id / 32, % 32
-    unsigned long block_phase; // __syncthreads calls made
     unsigned long warp_phase;  // warp-synchronous calls made
     bool done;
 };
@@ -178,7 +177,6 @@ static void fiber_entry(void) {
 // same across the block, so arriving after some threads returned, or two threads meeting at
 // different __syncthreads calls, is reported instead of being matched up as newer GPUs may do.
 static void block_barrier(const char* file, int line) {
-    Thread* t = state.current;
     size_t n = state.threads.size();
     if ((size_t)state.live != n) fail("%s", "__syncthreads reached after a thread of the block returned (undefined behaviour)");
     if (state.waiting == 0) { state.barrier_file = file; state.barrier_line = line; }
@@ -189,7 +187,6 @@ static void block_barrier(const char* file, int line) {
         fail("%s", detail);
     }
     unsigned long target = state.released + 1;
-    t->block_phase++;
     state.progress = true;
     if (++state.waiting == state.live) { state.waiting = 0; state.released++; }
     while (state.released < target) yield();

@@ -157,6 +157,16 @@ static cudaError_t check_device_range(const void* p, size_t bytes, const char* c
     }
     return cudaSuccess;
 }
+
+// The device side(s) of a copy of `kind` lie inside cudaMalloc buffers (Default and
+// HostToHost: not checked).
+static cudaError_t check_copy(void* dst, const void* src, size_t count, cudaMemcpyKind kind, const char* call) {
+    bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    cudaError_t e = dst_device ? check_device_range(dst, count, call, "destination") : cudaSuccess;
+    if (e == cudaSuccess && src_device) e = check_device_range(src, count, call, "source");
+    return e;
+}
 } // namespace emu
 
 extern "C" {
@@ -203,12 +213,7 @@ cudaError_t cudaFreeHost(void* ptr) {
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-    cudaError_t e = cudaSuccess;
-    bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
-    bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-    if (kind == cudaMemcpyDefault || kind == cudaMemcpyHostToHost) dst_device = src_device = false;
-    if (dst_device) e = emu::check_device_range(dst, count, "cudaMemcpy", "destination");
-    if (e == cudaSuccess && src_device) e = emu::check_device_range(src, count, "cudaMemcpy", "source");
+    cudaError_t e = emu::check_copy(dst, src, count, kind, "cudaMemcpy");
     if (e != cudaSuccess) return e;
     emu::legacy_stream_sync();
     memmove(dst, src, count);
@@ -216,11 +221,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpy
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
-    cudaError_t e = cudaSuccess;
-    bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
-    bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-    if (dst_device) e = emu::check_device_range(dst, count, "cudaMemcpyAsync", "destination");
-    if (e == cudaSuccess && src_device) e = emu::check_device_range(src, count, "cudaMemcpyAsync", "source");
+    cudaError_t e = emu::check_copy(dst, src, count, kind, "cudaMemcpyAsync");
     if (e != cudaSuccess) return e;
     // An asynchronous copy that reads or writes pinned or any host memory (device to host, or
     // from pinned memory) completes late: when its stream is synchronized or waited on, so a

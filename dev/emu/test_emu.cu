@@ -325,6 +325,21 @@ static void case_wmma_misaligned(void) {
 // ----------------------------------------------------------------------------------------------
 // Stream order around a collective
 
+// A communicator of this one MPI rank (the NCCL model's collectives then copy or sum one input).
+static ncclComm_t one_rank_nccl(void) {
+    ncclUniqueId id;
+    ncclComm_t nccl;
+    NCCL_CHECK(ncclGetUniqueId(&id));
+    NCCL_CHECK(ncclCommInitRank(&nccl, 1, id, 0));
+    return nccl;
+}
+
+static cudaStream_t new_stream(void) {
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return s;
+}
+
 __global__ void copy_kernel(bf16* out, const bf16* in, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = in[i];
@@ -344,10 +359,8 @@ static int run_collective_then_read(ncclComm_t nccl, int wait) {
     // recv already holds the values the collective will write: a reader that skips the wait
     // must still not see them (the output is poisoned until the collective completes)
     CUDA_CHECK(cudaMemcpy(recv, host, sizeof(host), cudaMemcpyHostToDevice));
-    cudaStream_t comm, compute;
+    cudaStream_t comm = new_stream(), compute = new_stream();
     cudaEvent_t done;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     NCCL_CHECK(ncclAllGather(send, recv, n, ncclBfloat16, nccl, comm));
     CUDA_CHECK(cudaEventRecord(done, comm));
@@ -377,9 +390,7 @@ static void test_kernel_behind_collective(ncclComm_t nccl) {
     CUDA_CHECK(cudaMalloc(&out, sizeof(host)));
     CUDA_CHECK(cudaMemcpy(send, host, sizeof(host), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemset(out, 0, sizeof(host)));
-    cudaStream_t comm, other;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
+    cudaStream_t comm = new_stream(), other = new_stream();
     NCCL_CHECK(ncclAllGather(send, recv, n, ncclBfloat16, nccl, comm));
     copy_kernel<<<1, n, 0, comm>>>(out, recv, n);
     CUDA_CHECK_LAUNCH();
@@ -400,9 +411,8 @@ static void test_async_copy_to_host(void) {
     int host[16], device_values[16];
     for (int i = 0; i < 16; i++) { host[i] = -7; device_values[i] = i; }
     int* d;
-    cudaStream_t stream;
     CUDA_CHECK(cudaMalloc(&d, sizeof(host)));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaStream_t stream = new_stream();
     CUDA_CHECK(cudaMemcpy(d, device_values, sizeof(host), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpyAsync(host, d, sizeof(host), cudaMemcpyDeviceToHost, stream));
     int before = host[3] == -7;
@@ -423,13 +433,8 @@ static void case_collective_input_overwritten(void) {
     CUDA_CHECK(cudaMalloc(&other, sizeof(host)));
     CUDA_CHECK(cudaMemcpy(send, host, sizeof(host), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(other, host, sizeof(host), cudaMemcpyHostToDevice));
-    ncclUniqueId id;
-    ncclComm_t nccl;
-    NCCL_CHECK(ncclGetUniqueId(&id));
-    NCCL_CHECK(ncclCommInitRank(&nccl, 1, id, 0));
-    cudaStream_t comm, compute;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    ncclComm_t nccl = one_rank_nccl();
+    cudaStream_t comm = new_stream(), compute = new_stream();
     NCCL_CHECK(ncclAllGather(send, recv, n, ncclBfloat16, nccl, comm));
     copy_kernel<<<1, n, 0, compute>>>(send, recv, n); // writes the input (with poison) meanwhile
     CUDA_CHECK(cudaStreamSynchronize(comm));
@@ -448,14 +453,9 @@ static int case_lazy_producer(int with_wait) {
     CUDA_CHECK(cudaMalloc(&recv, sizeof(host)));
     CUDA_CHECK(cudaMemcpy(values, host, sizeof(host), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemset(send, 0, sizeof(host)));
-    ncclUniqueId id;
-    ncclComm_t nccl;
-    NCCL_CHECK(ncclGetUniqueId(&id));
-    NCCL_CHECK(ncclCommInitRank(&nccl, 1, id, 0));
-    cudaStream_t comm, compute;
+    ncclComm_t nccl = one_rank_nccl();
+    cudaStream_t comm = new_stream(), compute = new_stream();
     cudaEvent_t produced;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
     CUDA_CHECK(cudaEventCreateWithFlags(&produced, cudaEventDisableTiming));
     copy_kernel<<<1, n, 0, compute>>>(send, values, n);
     CUDA_CHECK(cudaEventRecord(produced, compute));
@@ -543,10 +543,7 @@ int main(int argc, char** argv) {
     expect_stop("dynamic_smem_write_past_end_stops", case_smem_past_end, "of dynamic shared memory; the launch asked for 400 bytes");
     expect_stop("wmma_misaligned_stops", case_wmma_misaligned, "not 256-bit aligned");
 
-    ncclUniqueId id;
-    ncclComm_t nccl;
-    NCCL_CHECK(ncclGetUniqueId(&id));
-    NCCL_CHECK(ncclCommInitRank(&nccl, 1, id, 0));
+    ncclComm_t nccl = one_rank_nccl();
     check("collective_output_after_event_wait", run_collective_then_read(nccl, 1), "wrong values after waiting");
     check("collective_missing_wait_shows", !run_collective_then_read(nccl, 0), "a kernel that skipped the wait saw the output");
     test_kernel_behind_collective(nccl);
