@@ -24,7 +24,7 @@ LDLIBS += $(MPI_LDLIBS)
 BUILD = build
 
 # Headers every CPU binary depends on (so a header edit rebuilds).
-CPU_HEADERS = $(wildcard common/*.h cpu/*.h zero.cuh)
+CPU_HEADERS = $(wildcard common/*.h cpu/*.h zero/*.h zero.cuh)
 
 .PHONY: all test clean
 all: train_gpt2 test_gpt2

@@ -77,7 +77,7 @@ MPI_CHECK_FLAGS = $(if $(strip $(CUDA_MPI_CFLAGS)),,$(warning no Open MPI: mpicc
 CUDA_MPI = $(MPI_CHECK_FLAGS) $(CUDA_MPI_CFLAGS)
 
 CUDA_LDLIBS = $(CUBLAS_LIB) $(NCCL_LIB) $(CUDA_MPI_LDFLAGS) -lgomp -lm
-# The host-staged MPI backend (zero_gpu.cuh) needs no NCCL at all.
+# The host-staged MPI backend (zero/engine_gpu.cuh) needs no NCCL at all.
 CUDA_LDLIBS_MPI = $(CUBLAS_LIB) $(CUDA_MPI_LDFLAGS) -lgomp -lm
 ZERO_COMM_FLAGS = $(if $(filter mpi,$(ZERO_COMM)),-DZERO_COMM_MPI=1)
 ZERO_COMM_LDLIBS = $(if $(filter mpi,$(ZERO_COMM)),$(CUDA_LDLIBS_MPI),$(CUDA_LDLIBS))
@@ -91,7 +91,7 @@ KERNEL_TEST_LDLIBS = $(CUBLAS_LIB) \
     $(if $(OPENBLAS_LIBDIR),$(call home_lib,$(OPENBLAS_LIBDIR),openblas),\
         $(if $(OPENBLAS_OPENMP_DIR),-L$(OPENBLAS_OPENMP_DIR) -Xlinker -rpath=$(OPENBLAS_OPENMP_DIR)) -lopenblas) -lgomp -lm
 
-CUDA_HEADERS = $(wildcard kernels/*.cuh common/*.h common/*.cuh cpu/*.h) zero.cuh zero_gpu.cuh
+CUDA_HEADERS = $(wildcard kernels/*.cuh common/*.h common/*.cuh cpu/*.h zero/*.h zero/*.cuh) zero.cuh
 
 .PHONY: cuda_check test_kernels
 

@@ -12,7 +12,7 @@
  * rank, and NCCL carries all gradient and parameter traffic on a dedicated stream.
  *
  * ZeRO (compile-time ZERO_STAGE, DESIGN.md "Stages"): the engine is zero.cuh, the same as the
- * CPU trainer's; under nvcc its model-facing functions come from zero_gpu.cuh. The model code
+ * CPU trainer's; under nvcc its model-facing functions come from zero/engine_gpu.cuh. The model code
  * below makes the CPU trainer's calls in the same places (zero_params_unit / _prefetch /
  * _unit_done in forward and backward, zero_grads_unit / _ready in backward, zero_step_begin and
  * zero_optimizer_step around them); the engine runs the kernels' side on z->compute and one

@@ -22,9 +22,9 @@
 #   4. 20 steps of d12 at B=64, T=1024 at stage 0: tokens/s, MFU, peak memory
 #   5. steps 3 and 4 at stages 1, 2, 3
 #   6. compute-sanitizer memcheck and racecheck over build/test_kernels (its small shapes)
-#   7. the ZeRO engine (zero.cuh + zero_gpu.cuh) on d2: per stage, 6 steps straight vs 3 steps +
+#   7. the ZeRO engine (zero.cuh + zero/engine_gpu.cuh) on d2: per stage, 6 steps straight vs 3 steps +
 #      -y 1 resume from the step-3 checkpoint (losses and norms expected identical)
-#   8. the gradient noise scale meter on the device (zero_gpu.cuh, common/noise_scale.h): 4 steps
+#   8. the gradient noise scale meter on the device (zero/engine_gpu.cuh, common/noise_scale.h): 4 steps
 #      of d2 with 4 micro-steps at stages 0 (first micro-batch) and 2 (every micro-batch), every
 #      logged |G_small|^2, |G_big|^2 finite and > 0
 #   9. when mpirun is here (system or bundle): the host-staged MPI backend with 2 ranks on this

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA build's own code, run on the CPU through the emulation of CUDA (dev/emu/, emu.mk):
 # the kernels, the cuBLASLt calls (through a host model of cuBLASLt), the GPU ZeRO engine
-# (zero_gpu.cuh with NCCL's calls carried by MPI, and the host-staged MPI backend) and
+# (zero/engine_gpu.cuh with NCCL's calls carried by MPI, and the host-staged MPI backend) and
 # train_gpt2.cu's loop. No GPU is used: this measures nothing about speed, and says nothing of
 # real NCCL, cuBLASLt's own kernels or hardware timing. What it does see: indexing and size bugs,
 # missing barriers (__syncthreads/__syncwarp), out-of-bounds accesses (fenced buffers), launch
@@ -127,7 +127,7 @@ done
 
 # The GPU build against the CPU build (fp32, build/train_gpt2_z<S>) on the same 2-rank runs
 # (stage 0; stage 2 with 2 micro-steps): train losses, and the gradient noise scale meter's per-step
-# |G_small|^2, |G_big|^2 and B_simple (zero_gpu.cuh's local-norm kernel vs the CPU engine).
+# |G_small|^2, |G_big|^2 and B_simple (zero/engine_gpu.cuh's local-norm kernel vs the CPU engine).
 # Measured over the 6 steps: losses within 2.3e-4, squared norms within 0.4% relative, B_simple
 # within 1.5% (a ratio of differences of the norms, so it moves more). Tolerances: losses 2e-3,
 # squared norms 2%, B_simple 5%.

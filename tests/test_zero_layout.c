@@ -111,7 +111,7 @@ static int check_formulas(const ParamLayout* L, int N) {
         size_t literal = stage == 0 ? 16 * psi : stage == 1 ? 8 * psi + 8 * psi / N : stage == 2 ? 4 * psi + 12 * psi / N : 16 * psi / N;
         REQUIRE(bytes == literal && zero_state_bytes_formula(stage, psi, N) == literal, "stage %d bytes %zu, formula %zu, literal %zu",
                 stage, bytes, zero_state_bytes_formula(stage, psi, N), literal);
-        // The GPU build (zero_gpu.cuh): bf16 params and grads, fp32 master weights, m and v, stored
+        // The GPU build (zero/engine_gpu.cuh): bf16 params and grads, fp32 master weights, m and v, stored
         // as zero_buffer_numel says with has_master = 1; DESIGN.md's 2Ψ+2Ψ+12Ψ rows.
         size_t mixed = 2 * (zero_buffer_numel(L, stage, ZERO_BUF_PARAMS, 1) + zero_buffer_numel(L, stage, ZERO_BUF_GRADS, 1)) +
                        4 * (zero_buffer_numel(L, stage, ZERO_BUF_MASTER, 1) + zero_buffer_numel(L, stage, ZERO_BUF_ADAM_M, 1) +

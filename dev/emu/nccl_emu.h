@@ -1,5 +1,5 @@
 /*
- * nccl_emu.h: the NCCL calls zero_gpu.cuh makes, for the CPU emulation of CUDA (emu.h includes
+ * nccl_emu.h: the NCCL calls zero/engine_gpu.cuh makes, for the CPU emulation of CUDA (emu.h includes
  * it when EMU_NCCL is defined), carried by MPI between the ranks of an mpirun job. Lets CI run
  * the default (NCCL) build of train_gpt2.cu on several ranks. Defines the extern "C" functions
  * <nccl.h> declares: include it in one translation unit and do not link libnccl.

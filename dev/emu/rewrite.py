@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-SOURCE_DIRS = [".", "common", "cpu", "kernels", "dev", "dev/emu"]
+SOURCE_DIRS = [".", "common", "cpu", "kernels", "zero", "dev", "dev/emu"]
 EXTENSIONS = (".c", ".h", ".cu", ".cuh")
 
 # name or name<template args>, then <<<config>>>, then the opening parenthesis of the arguments

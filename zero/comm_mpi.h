@@ -1,0 +1,250 @@
+/*
+ * zero/comm_mpi.h: communication over MPI: every MPI call of the engine (and of the trainer).
+ * Part of the ZeRO engine (the map is in zero.cuh).
+ *
+ * Collectives (CPU build): non-blocking MPI (MPI_Iallreduce, MPI_Ireduce_scatter_block,
+ * MPI_Iallgather, MPI_Igather), started when a unit is ready and waited on where the result is
+ * needed, behind zero_op_* and zero_ranks_* functions (the GPU engine puts NCCL behind its own
+ * functions in zero/engine_gpu.cuh and uses these for scalars, barriers and checkpoints). A wait
+ * is an MPI_Test loop with a clock: past -wt seconds it names the rank, collective, unit and step
+ * and aborts every rank (MPI_Abort). With world_size 1 no MPI call is made at all, so a program
+ * that never called MPI_Init (test_gpt2) can use the engine.
+ */
+#ifndef ZERO_COMM_MPI_H
+#define ZERO_COMM_MPI_H
+#ifndef ZERO_CUH
+#error "zero/comm_mpi.h is part of the ZeRO engine; include zero.cuh"
+#endif
+
+// ============================================================================================
+// Communication: every MPI call of the engine (and of the trainer) is in this section.
+
+#define MPI_CHECK(call)                                                                              \
+    do {                                                                                             \
+        int mpi_status_ = (call);                                                                    \
+        if (mpi_status_ != MPI_SUCCESS) {                                                            \
+            char mpi_msg_[MPI_MAX_ERROR_STRING];                                                     \
+            int mpi_len_ = 0;                                                                        \
+            MPI_Error_string(mpi_status_, mpi_msg_, &mpi_len_);                                      \
+            fprintf(stderr, "error: MPI call %s failed at %s:%d: %s\n", #call, __FILE__, __LINE__, mpi_msg_); \
+            MPI_Abort(MPI_COMM_WORLD, 1);                                                            \
+        }                                                                                            \
+    } while (0)
+
+static double zero_clock(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#if !ZERO_GPU_BUILD // the GPU build's start-up also picks the device: zero/engine_gpu.cuh
+// Start the ranks: under mpirun each process learns its rank; run directly, MPI starts as a
+// singleton (world size 1). OpenMP threads never call MPI, hence FUNNELED.
+static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size) {
+    int provided;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); // MPI_CHECK reports, then aborts
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, world_size));
+}
+
+static void zero_ranks_stop(void) { MPI_Finalize(); }
+#endif
+
+// Every rank waits here until all arrive (start-up only, before the engine exists; no timeout).
+static void zero_ranks_barrier(int world_size) {
+    if (world_size > 1) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+}
+
+#if ZERO_GPU_BUILD
+static void zero_abort_device_comm(void); // zero/engine_gpu.cuh: ncclCommAbort first
+#endif
+
+// Stop every rank now (after the caller printed why). Returns only without MPI (never here).
+static void zero_abort_all_ranks(int code) {
+    fflush(stdout);
+    fflush(stderr);
+#if ZERO_GPU_BUILD
+    zero_abort_device_comm();
+#endif
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
+}
+
+// ---- starting and waiting: the only functions that touch MPI requests ----
+
+// The diagnosis line of a collective that waited past -wt (both builds): rank, collective,
+// buffer, unit and step. The caller aborts every rank after it.
+static void zero_report_timeout(const ZeroEngine* z, const ZeroOp* op, int step, double waited) {
+    char unit[64];
+    fprintf(stderr, "error: rank %d: %s of %s, unit %s, at step %d waited %.1f s, longer than -wt %g s; "
+            "expected every rank to reach this collective (a rank died or is stuck); aborting all ranks\n",
+            z->rank, zero_op_names[op->kind], op->what, zero_unit_name(z->layout, op->unit, unit, sizeof(unit)),
+            step, waited, z->timeout_s);
+}
+
+// Wait for op as an MPI_Test loop with a clock. Past z->timeout_s: one diagnosis line naming
+// rank, collective, unit and step, then MPI_Abort for every rank. The time spent here is the
+// exposed (not overlapped) communication time.
+static void zero_op_wait(ZeroEngine* z, ZeroOp* op) {
+    if (op->kind == ZERO_OP_NONE) return;
+    double start = zero_clock();
+    long spins = 0;
+    for (;;) {
+        int done = 0;
+        MPI_CHECK(MPI_Test(&op->request, &done, MPI_STATUS_IGNORE));
+        if (done) break;
+        double waited = zero_clock() - start;
+        if (waited > z->timeout_s) {
+            zero_report_timeout(z, op, z->step, waited);
+            zero_abort_all_ranks(1);
+        }
+        // Ranks may share cores (tests oversubscribe 2 cores): after a short spin, sleep a
+        // little between tests so a rank that is still computing gets the core.
+        if (++spins > 100) {
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    double waited = zero_clock() - start;
+    z->comm_wait_s_step += waited;
+    z->comm_wait_s_total += waited;
+    op->kind = ZERO_OP_NONE;
+}
+
+// Let in-flight collectives advance. Open MPI's non-blocking collectives progress only inside
+// MPI calls, so the engine tests its requests at every call the model makes.
+static void zero_progress(ZeroEngine* z) {
+    if (z->world_size == 1) return;
+    int done;
+    int n = z->layout->num_units;
+    if (z->grad_ops) for (int u = 0; u < n; u++) if (z->grad_ops[u].kind != ZERO_OP_NONE) MPI_Test(&z->grad_ops[u].request, &done, MPI_STATUS_IGNORE);
+    if (z->param_ops) for (int u = 0; u < n; u++) if (z->param_ops[u].kind != ZERO_OP_NONE) MPI_Test(&z->param_ops[u].request, &done, MPI_STATUS_IGNORE);
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
+        if (z->param_work[i].op.kind != ZERO_OP_NONE) MPI_Test(&z->param_work[i].op.request, &done, MPI_STATUS_IGNORE);
+        if (z->grad_work[i].op.kind != ZERO_OP_NONE) MPI_Test(&z->grad_work[i].op.request, &done, MPI_STATUS_IGNORE);
+    }
+}
+
+static void zero_op_begin(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, int unit, const char* what, long long sent) {
+    if (op->kind != ZERO_OP_NONE) {
+        fprintf(stderr, "error: internal: a %s is started on a buffer whose %s is still in flight (unit %d)\n",
+                zero_op_names[kind], zero_op_names[op->kind], unit);
+        zero_abort_all_ranks(1);
+    }
+    op->kind = kind;
+    op->unit = unit;
+    op->what = what;
+    z->sent_elements_step += sent;
+    z->sent_elements_total += sent;
+}
+
+// All-reduce (sum) of a unit in place: n elements of buf, the same on every rank afterwards.
+static void zero_op_all_reduce(ZeroEngine* z, ZeroOp* op, float* buf, size_t n, int unit, const char* what) {
+    if (z->world_size == 1) return;
+    zero_op_begin(z, op, ZERO_OP_ALL_REDUCE, unit, what, zero_ring_all_reduce_elements(n, z->world_size));
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &op->request));
+}
+
+// Reduce-scatter (sum) in place: buf holds n elements on every rank; afterwards its first
+// n/world_size elements hold the sum over ranks of slice `rank` (MPI's MPI_IN_PLACE rule).
+static void zero_op_reduce_scatter(ZeroEngine* z, ZeroOp* op, float* buf, size_t n, int unit, const char* what) {
+    if (z->world_size == 1) return; // the single slice is already in place
+    zero_op_begin(z, op, ZERO_OP_REDUCE_SCATTER, unit, what, zero_ring_reduce_scatter_elements(n, z->world_size));
+    MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, (int)(n / (size_t)z->world_size), MPI_FLOAT, MPI_SUM,
+                                        MPI_COMM_WORLD, &op->request));
+}
+
+// All-gather into buf (n elements): each rank contributes n/world_size elements from `mine`,
+// which land at buf + r*n/world_size; mine == NULL means they are already there (in place).
+static void zero_op_all_gather(ZeroEngine* z, ZeroOp* op, const float* mine, float* buf, size_t n, int unit, const char* what) {
+    size_t shard = n / (size_t)z->world_size;
+    if (z->world_size == 1) {
+        if (mine != NULL) memcpy(buf, mine, shard * sizeof(float));
+        return;
+    }
+    zero_op_begin(z, op, ZERO_OP_ALL_GATHER, unit, what, zero_ring_all_gather_elements(n, z->world_size));
+    if (mine == NULL) {
+        MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)shard, MPI_FLOAT, MPI_COMM_WORLD, &op->request));
+    } else {
+        MPI_CHECK(MPI_Iallgather(mine, (int)shard, MPI_FLOAT, buf, (int)shard, MPI_FLOAT, MPI_COMM_WORLD, &op->request));
+    }
+}
+
+// Gather to rank 0: n/world_size elements from `mine` of every rank into buf (n elements, rank
+// 0 only; NULL elsewhere). Used for checkpoints, outside the per-step count.
+static void zero_op_gather_to_rank0(ZeroEngine* z, ZeroOp* op, const float* mine, float* buf, size_t n, int unit, const char* what) {
+    size_t shard = n / (size_t)z->world_size;
+    if (z->world_size == 1) {
+        memcpy(buf, mine, shard * sizeof(float));
+        return;
+    }
+    zero_op_begin(z, op, ZERO_OP_GATHER, unit, what, 0);
+    MPI_CHECK(MPI_Igather(mine, (int)shard, MPI_FLOAT, buf, (int)shard, MPI_FLOAT, 0, MPI_COMM_WORLD, &op->request));
+}
+
+// Sum of one double over all ranks (blocking, with the timed wait).
+static double zero_all_reduce_sum(ZeroEngine* z, double x, const char* what) {
+    if (z->world_size == 1) return x;
+    double result = 0.0;
+    ZeroOp op = {.kind = ZERO_OP_NONE};
+    zero_op_begin(z, &op, ZERO_OP_SCALAR_ALL_REDUCE, -1, what, 0);
+    z->scalar_all_reduces_step++;
+    MPI_CHECK(MPI_Iallreduce(&x, &result, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &op.request));
+    zero_op_wait(z, &op);
+    return result;
+}
+
+// Sum of n doubles element-wise over all ranks, in place (one collective for several scalars).
+static void zero_all_reduce_sum_doubles(ZeroEngine* z, double* x, int n, const char* what) {
+    if (z->world_size == 1) return;
+    ZeroOp op = {.kind = ZERO_OP_NONE};
+    zero_op_begin(z, &op, ZERO_OP_SCALAR_ALL_REDUCE, -1, what, 0);
+    z->scalar_all_reduces_step++;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &op.request));
+    zero_op_wait(z, &op);
+}
+
+// Mean of x over ranks: the logged losses (each rank's mean over equal-sized micro-batches).
+static double zero_all_reduce_mean(ZeroEngine* z, double x, const char* what) {
+    return zero_all_reduce_sum(z, x, what) / z->world_size;
+}
+
+// Do all ranks pass ok != 0? Returns the lowest failing rank, or -1 when all are ok. Used so
+// that an error found by one rank (e.g. its checkpoint file) stops every rank, not just one.
+static int zero_first_failing_rank(ZeroEngine* z, int ok) {
+    if (z->world_size == 1) return ok ? -1 : 0;
+    int mine = ok ? z->world_size : z->rank, lowest = z->world_size;
+    ZeroOp op = {.kind = ZERO_OP_NONE};
+    zero_op_begin(z, &op, ZERO_OP_SCALAR_ALL_REDUCE, -1, "error agreement", 0);
+    MPI_CHECK(MPI_Iallreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD, &op.request));
+    zero_op_wait(z, &op);
+    return lowest == z->world_size ? -1 : lowest;
+}
+
+static void zero_barrier(ZeroEngine* z, const char* what) {
+    if (z->world_size == 1) return;
+    ZeroOp op = {.kind = ZERO_OP_NONE};
+    zero_op_begin(z, &op, ZERO_OP_BARRIER, -1, what, 0);
+    MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &op.request));
+    zero_op_wait(z, &op);
+}
+
+// Do all ranks hold the same 64-bit value? (min == max over ranks)
+static int zero_all_ranks_equal_u64(ZeroEngine* z, uint64_t value, const char* what) {
+    if (z->world_size == 1) return 1;
+    uint64_t lo = 0, hi = 0;
+    ZeroOp op = {.kind = ZERO_OP_NONE};
+    zero_op_begin(z, &op, ZERO_OP_SCALAR_ALL_REDUCE, -1, what, 0);
+    MPI_CHECK(MPI_Iallreduce(&value, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD, &op.request));
+    zero_op_wait(z, &op);
+    op.kind = ZERO_OP_NONE;
+    zero_op_begin(z, &op, ZERO_OP_SCALAR_ALL_REDUCE, -1, what, 0);
+    MPI_CHECK(MPI_Iallreduce(&value, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD, &op.request));
+    zero_op_wait(z, &op);
+    return lo == hi;
+}
+
+#endif // ZERO_COMM_MPI_H

@@ -1,0 +1,128 @@
+/*
+ * zero/layout.h: shard layout and formulas, pure functions of (layout, stage, rank, world size).
+ * Part of the ZeRO engine (the map is in zero.cuh).
+ *
+ * common/gpt2_config.h pads each unit to a multiple of world_size * ZERO_ALIGN elements; these
+ * say which buffers a stage shards, where a rank's slice of a unit lives in the buffer that rank
+ * stores, how many working-unit elements a stage keeps, and DESIGN.md's formulas for bytes per
+ * rank and elements sent per step, which the engine prints its own counts beside.
+ *
+ * "Elements sent" counts what a ring algorithm sends per rank, for n elements over N ranks (n
+ * divisible by N thanks to the padding):
+ *   all-reduce 2n(N-1)/N (reduce-scatter then all-gather), reduce-scatter n(N-1)/N,
+ *   all-gather n(N-1)/N (n = gathered size).
+ * Per optimizer step with A micro-steps (Ψ = padded parameter count):
+ *   stage 0, 1: 2Ψ(N-1)/N (reduction on the last micro-step only, then stage 1 all-gathers),
+ *   stage 2: (A+1)Ψ(N-1)/N (reduce-scatter every micro-step, one all-gather),
+ *   stage 3: 3AΨ(N-1)/N (two all-gathers and one reduce-scatter per micro-step),
+ * i.e. DESIGN.md's 2Ψ(N-1)/N and 3Ψ(N-1)/N at A = 1. The two scalar all-reduces per step
+ * (grad norm, carrying the GNS meter's local norm too; mean loss) and what MPI's own algorithms
+ * actually move are not in that count.
+ */
+#ifndef ZERO_LAYOUT_H
+#define ZERO_LAYOUT_H
+#ifndef ZERO_CUH
+#error "zero/layout.h is part of the ZeRO engine; include zero.cuh"
+#endif
+
+typedef enum { ZERO_BUF_PARAMS, ZERO_BUF_GRADS, ZERO_BUF_MASTER, ZERO_BUF_ADAM_M, ZERO_BUF_ADAM_V, ZERO_NUM_BUFS } ZeroBuffer;
+static const char* const zero_buffer_names[ZERO_NUM_BUFS] = {"params", "grads", "master", "adam_m", "adam_v"};
+
+// Is `buffer` sharded at `stage`? Optimizer state (master weights, m, v) from stage 1,
+// gradients from stage 2, parameters from stage 3 (ZeRO paper, sec. 5.1-5.3).
+static inline int zero_buffer_sharded(int stage, ZeroBuffer buffer) {
+    if (buffer == ZERO_BUF_PARAMS) return stage >= 3;
+    if (buffer == ZERO_BUF_GRADS) return stage >= 2;
+    return stage >= 1;
+}
+
+// Elements one rank stores of `buffer`: the padded flat buffer, or its shard (1/world_size).
+// has_master = 0 in the fp32 CPU build, whose parameters are their own master copy.
+static inline size_t zero_buffer_numel(const ParamLayout* layout, int stage, ZeroBuffer buffer, int has_master) {
+    if (buffer == ZERO_BUF_MASTER && !has_master) return 0;
+    return zero_buffer_sharded(stage, buffer) ? layout->shard_numel : layout->padded_numel;
+}
+
+// Element offset of rank's slice of `unit` in the buffer that rank stores. A full buffer keeps
+// the unit at unit->offset with slice r at r*shard_numel inside it; a shard buffer is the
+// concatenation of the rank's slices in unit order, and as every padded unit divides by
+// world_size, the slices before `unit` add up to unit->offset / world_size.
+static inline size_t zero_owned_offset(const ParamLayout* layout, int stage, ZeroBuffer buffer, int rank, int unit) {
+    const ParamUnit* u = &layout->units[unit];
+    if (zero_buffer_sharded(stage, buffer)) return u->offset / (size_t)layout->world_size;
+    return u->offset + (size_t)rank * u->shard_numel;
+}
+
+// The part of tensor t inside [begin, end) (offsets inside t's unit): returns its length and
+// sets *first to where it starts inside the unit. AdamW runs tensor by tensor on these pieces
+// so that weight decay applies to exactly the 2-D tensors' elements, wherever a slice cuts.
+static inline size_t zero_tensor_overlap(const ParamTensor* t, size_t begin, size_t end, size_t* first) {
+    size_t lo = t->unit_offset > begin ? t->unit_offset : begin;
+    size_t hi = t->unit_offset + t->numel < end ? t->unit_offset + t->numel : end;
+    *first = lo;
+    return hi > lo ? hi - lo : 0;
+}
+
+// Largest padded unit other than the embedding: the size of a layer working buffer.
+static inline size_t zero_max_layer_unit_numel(const ParamLayout* layout) {
+    size_t n = 0;
+    for (int u = 1; u < layout->num_units; u++)
+        if (layout->units[u].padded_numel > n) n = layout->units[u].padded_numel;
+    return n;
+}
+
+// Working buffers a stage allocates, in elements: stage 2 keeps full-unit gradient buffers for
+// backward (one for the embedding unit, which wte's LM-head and embedding parts both write, and
+// two layer-sized ones so one unit's reduce-scatter overlaps the next unit's backward); stage 3
+// has the same for gathered parameters too. Stages 0 and 1 work in their full buffers.
+#define ZERO_WORKING_UNITS 3 // [0] embedding unit, [1] and [2] layer-sized (also the final unit)
+static inline size_t zero_working_numel(const ParamLayout* layout, int stage) {
+    size_t one_set = layout->units[UNIT_EMBEDDING].padded_numel + 2 * zero_max_layer_unit_numel(layout);
+    if (stage == 2) return one_set;
+    if (stage == 3) return 2 * one_set;
+    return 0;
+}
+
+// DESIGN.md's memory rows for the fp32 CPU build (params + grads + Adam m, v; no master copy),
+// in bytes per rank, with psi = padded parameter count (divisible by world_size).
+static inline size_t zero_state_bytes_formula(int stage, size_t psi, int world_size) {
+    size_t n = (size_t)world_size;
+    switch (stage) {
+    case 0: return 16 * psi;                  // 16Ψ
+    case 1: return 8 * psi + 8 * psi / n;     // 8Ψ + 8Ψ/N
+    case 2: return 4 * psi + 12 * psi / n;    // 4Ψ + 12Ψ/N
+    default: return 16 * psi / n;             // 16Ψ/N
+    }
+}
+static const char* const zero_state_bytes_formula_text[4] = {"16Ψ", "8Ψ+8Ψ/N", "4Ψ+12Ψ/N", "16Ψ/N"};
+
+// DESIGN.md's memory rows for the GPU build: bf16 params (2Ψ) and grads (2Ψ), fp32 master
+// weights and Adam m, v (12Ψ), in bytes per rank.
+static inline size_t zero_state_bytes_formula_mixed(int stage, size_t psi, int world_size) {
+    size_t n = (size_t)world_size;
+    switch (stage) {
+    case 0: return 2 * psi + 2 * psi + 12 * psi;      // 2Ψ+2Ψ+12Ψ
+    case 1: return 2 * psi + 2 * psi + 12 * psi / n;  // 2Ψ+2Ψ+12Ψ/N
+    case 2: return 2 * psi + (2 + 12) * psi / n;      // 2Ψ+(2+12)Ψ/N
+    default: return (2 + 2 + 12) * psi / n;           // (2+2+12)Ψ/N
+    }
+}
+static const char* const zero_state_bytes_formula_mixed_text[4] = {"2Ψ+2Ψ+12Ψ", "2Ψ+2Ψ+12Ψ/N", "2Ψ+(2+12)Ψ/N", "(2+2+12)Ψ/N"};
+
+// Elements a ring algorithm sends per rank (header comment); n divisible by world_size.
+static inline long long zero_ring_all_reduce_elements(size_t n, int world_size) { return 2LL * (long long)(n / (size_t)world_size) * (world_size - 1); }
+static inline long long zero_ring_reduce_scatter_elements(size_t n, int world_size) { return (long long)(n / (size_t)world_size) * (world_size - 1); }
+static inline long long zero_ring_all_gather_elements(size_t n, int world_size) { return (long long)(n / (size_t)world_size) * (world_size - 1); }
+
+// Elements sent per rank per optimizer step with grad_accum_steps micro-steps (header comment).
+static inline long long zero_elements_sent_formula(int stage, size_t psi, int world_size, int grad_accum_steps) {
+    long long per_pass = (long long)(psi / (size_t)world_size) * (world_size - 1); // Ψ(N-1)/N
+    switch (stage) {
+    case 0: case 1: return 2 * per_pass;
+    case 2: return (long long)(grad_accum_steps + 1) * per_pass;
+    default: return 3LL * grad_accum_steps * per_pass;
+    }
+}
+static const char* const zero_elements_sent_formula_text[4] = {"2Ψ(N-1)/N", "2Ψ(N-1)/N", "(A+1)Ψ(N-1)/N", "3AΨ(N-1)/N"};
+
+#endif // ZERO_LAYOUT_H

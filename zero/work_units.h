@@ -1,0 +1,99 @@
+/*
+ * zero/work_units.h: owned slices and the working-unit policy, shared by the CPU and GPU engines:
+ * which elements of a unit this rank updates, where its slice lives, which working unit a
+ * stage-2/3 unit's gradients or gathered parameters use, and the gradient noise scale meter's
+ * view of a rank's local gradients. Each engine supplies zero_grad_work_finish and
+ * zero_param_work_gather (declared here).
+ * Part of the ZeRO engine (the map is in zero.cuh).
+ */
+#ifndef ZERO_WORK_UNITS_H
+#define ZERO_WORK_UNITS_H
+#ifndef ZERO_CUH
+#error "zero/work_units.h is part of the ZeRO engine; include zero.cuh"
+#endif
+
+// Unit-relative [begin, end) of the elements this rank updates: its slice, or (stage 0, whose
+// optimizer state is replicated) the whole unit.
+static void zero_update_range(const ZeroEngine* z, int unit, size_t* begin, size_t* end) {
+    const ParamUnit* u = &z->layout->units[unit];
+    if (ZERO_STAGE == 0) { *begin = 0; *end = u->padded_numel; return; }
+    *begin = (size_t)z->rank * u->shard_numel;
+    *end = *begin + u->shard_numel;
+}
+
+// Pointers to this rank's slice of a unit in each stored buffer.
+static float* zero_owned(const ZeroEngine* z, float* buffer, ZeroBuffer which, int unit) {
+    return buffer + zero_owned_offset(z->layout, ZERO_STAGE, which, z->rank, unit);
+}
+
+// ---- working units (stages 2, 3) ----
+
+static ZeroWorkingUnit* zero_work_find(ZeroWorkingUnit* work, int unit) {
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (work[i].unit == unit) return &work[i];
+    return NULL;
+}
+
+// A free working unit for `unit` (the embedding unit has its own), or NULL if none is free.
+static ZeroWorkingUnit* zero_work_take(ZeroEngine* z, ZeroWorkingUnit* work, int unit) {
+    int first = unit == UNIT_EMBEDDING ? 0 : 1, last = unit == UNIT_EMBEDDING ? 0 : ZERO_WORKING_UNITS - 1;
+    for (int i = first; i <= last; i++) {
+        if (work[i].unit == -1) {
+            work[i].unit = unit;
+            work[i].age = ++z->work_clock;
+            return &work[i];
+        }
+    }
+    return NULL;
+}
+
+// Each backend finishes a gradient working unit its own way (wait, add the slice into the shard)
+// and starts a parameter all-gather its own way (MPI, or NCCL on the comm stream).
+static void zero_grad_work_finish(ZeroEngine* z, ZeroWorkingUnit* w);
+static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit);
+
+// Stage 3: the working unit holding `unit`'s gathered parameters: the one already resident (a
+// prefetch, or wte kept from the LM head for backward) or a gather started now.
+static ZeroWorkingUnit* zero_param_work_get(ZeroEngine* z, int unit) {
+    ZeroWorkingUnit* w = zero_work_find(z->param_work, unit);
+    if (w == NULL) w = zero_param_work_gather(z, unit);
+    if (w == NULL) {
+        fprintf(stderr, "error: internal: no free working unit for unit %d (a unit was not handed back)\n", unit);
+        zero_abort_all_ranks(1);
+    }
+    return w;
+}
+
+/*
+ * Stages 2, 3: the working unit backward will accumulate `unit`'s gradients into. If the unit
+ * is still being reduced from the previous micro-step (the embedding unit is the last one
+ * backward finishes and the first it starts), that reduce-scatter is finished first; when no
+ * working unit is free, the oldest one's is. The caller zeroes the returned buffer.
+ */
+static ZeroWorkingUnit* zero_grad_work_acquire(ZeroEngine* z, int unit) {
+    ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
+    if (w != NULL) zero_grad_work_finish(z, w);
+    w = zero_work_take(z, z->grad_work, unit);
+    if (w == NULL) {
+        ZeroWorkingUnit* oldest = NULL;
+        int first = unit == UNIT_EMBEDDING ? 0 : 1, last = unit == UNIT_EMBEDDING ? 0 : ZERO_WORKING_UNITS - 1;
+        for (int i = first; i <= last; i++)
+            if (oldest == NULL || z->grad_work[i].age < oldest->age) oldest = &z->grad_work[i];
+        zero_grad_work_finish(z, oldest);
+        w = zero_work_take(z, z->grad_work, unit);
+    }
+    return w;
+}
+
+/*
+ * GNS small batch: this rank's gradient of `unit` as backward left it, before the unit's
+ * collective sums it with the other ranks'. Stages 0, 1: the unit in the full buffer, i.e.
+ * everything accumulated so far this step; stages 2, 3: its working unit, this micro-step alone.
+ * padded_numel elements, or NULL when there is none.
+ */
+static const ZeroFloat* zero_gns_local_grads(ZeroEngine* z, int unit) {
+    if (ZERO_STAGE < 2) return z->grads + z->layout->units[unit].offset;
+    ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
+    return w ? w->data : NULL;
+}
+
+#endif // ZERO_WORK_UNITS_H
