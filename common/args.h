@@ -122,8 +122,8 @@ static void train_args_defaults(TrainArgs* a) {
     a->gns_beta = 0.95f;
     a->batch_max_tokens = -1;
     a->batch_start_tokens = -1;
-    a->batch_growth_factor = 0.5f;
-    a->batch_window = 10;
+    a->batch_growth_factor = 0.0625f;
+    a->batch_window = 3;
     a->batch_lr_rule = "sqrt";
     a->batch_schedule = NULL;
 }

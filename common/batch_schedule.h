@@ -20,12 +20,18 @@
  *     (b smaller, or undefined: '-' on the step line) the window starts over;
  *   - after window (-dw) counted steps in a row the batch grows to the batch the window's
  *     smallest b supports, min(b) / factor, rounded down to whole micro-steps, at least one
- *     micro-step more than now and at most max_tokens (-dm); then the window starts over.
+ *     micro-step more than now, at most twice the current batch and at most max_tokens (-dm);
+ *     then the window starts over. At most doubling: the meter's EMAs hold one gradient spike's
+ *     inflated tr(Σ) for tens of steps (docs/sweep/README.md), long enough to fill a window with
+ *     readings far above where the batch should go; doubling per window still reaches any
+ *     B_simple / factor within log2 of the ratio windows.
  *   It never shrinks: B_simple is an estimate of where the efficient batch is heading, and a
  *   gradient spike or a val-loss plateau that lowers it for a while is no reason to give back steps.
- * The factor is how far above the current batch the meter must read: factor 1 keeps the batch at
- * most B_simple; factor 0.25 lets it grow to 4 x B_simple (on the CPU sweeps in docs/ the fitted
- * B_crit is several times B_simple, see docs/batch_schedule/README.md for the default's origin).
+ * The factor sets where the batch goes relative to the meter: the batch grows towards
+ * B_simple / factor, so factor 1 keeps it at most B_simple and the default 1/16 lets it reach 16 x
+ * B_simple: in the CPU experiments of docs/batch_schedule/README.md B_simple read 12-35x below the
+ * critical batch fitted from fixed-batch sweeps (docs/sweep/: 2-9x for d2), and 1/16 with a window
+ * of 3 steps came closest to that frontier. Calibrate it for another model with a sweep.
  *
  * The learning rate when the batch changes (-dl): lr = (the -k schedule's lr at the step) *
  * scale(batch / start_tokens), scale = 1 (none), sqrt(r) (sqrt: the Adam rule, Malladi et al.
@@ -115,12 +121,12 @@ static int batch_auto_next(BatchSchedule* s, double b_simple) {
     if (st->window_steps < s->window) return batch;
     st->window_steps = 0;
     if (batch >= s->max_tokens) return batch;
+    long long unit = s->tokens_per_micro_step, cap = 2LL * batch < s->max_tokens ? 2LL * batch : s->max_tokens;
     double target = st->window_min / s->factor; // > batch: every step of the window exceeded factor * batch
-    if (target >= (double)s->max_tokens) return s->max_tokens;
-    long long unit = s->tokens_per_micro_step;
+    if (target >= (double)cap) return (int)cap;
     long long next = (long long)floor(target / (double)unit) * unit;
     if (next <= batch) next = batch + unit;
-    return next < s->max_tokens ? (int)next : s->max_tokens;
+    return next < cap ? (int)next : (int)cap;
 }
 
 // The -ds batch after steps_done finished steps: the last entry at or before it.

@@ -28,7 +28,7 @@
 static void batch_schedule_print_setup(const BatchSchedule* s) {
     if (s->kind == BATCH_AUTO)
         printf("batch schedule: auto from %d to at most %d tokens (-dm), by whole micro-steps of %d tokens: grows when the "
-               "smoothed B_simple > %g x batch for %d steps in a row, to min(B_simple) / %g; lr x %s(batch / %d) (-dl %s)\n",
+               "smoothed B_simple > %g x batch for %d steps in a row, to min(B_simple) / %g (at most doubling); lr x %s(batch / %d) (-dl %s)\n",
                s->state.start_tokens, s->max_tokens, s->tokens_per_micro_step, s->factor, s->window, s->factor,
                s->lr_rule == BATCH_LR_NONE ? "1 " : s->lr_rule == BATCH_LR_SQRT ? "sqrt" : "", s->state.start_tokens,
                batch_lr_rule_names[s->lr_rule]);

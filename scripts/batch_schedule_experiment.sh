@@ -11,11 +11,12 @@
 #   docs         data/docs_v1000 (data/doc_corpus.py: 20 M tokens of Debian's documentation),
 #                131072 tokens per run, val every 2048 tokens
 # It runs the fixed sweep (scripts/batch_size_sweep.sh: sqrt lr rule, 2e-3 at 512 tokens,
-# constant lr, no warmup) and one -d auto run per growth factor in FACTORS (default "0.25 0.5 1")
-# from 256 tokens (-d0, 2 micro-steps) to at most 4096 (-dm), window 10, with the same lr rule, so
-# at every batch the auto run uses the lr the sweep used there. An auto run is stopped once it
-# has trained on the sweep's token budget (its log's "tokens"; the trainer counts steps, and how
-# many steps a budget takes depends on the batches the schedule picks). Then
+# constant lr, no warmup) and one -d auto run per entry FACTOR:WINDOW:START of AUTO (default
+# "0.0625:3:256 0.0625:3:512 0.125:3:256 0.25:10:256": -df, -dw, -d0) up to 4096 tokens (-dm),
+# with the same lr rule, so at every batch the auto run uses the lr the sweep used there. An auto
+# run is stopped once it has trained on 49152 tokens (its log's "tokens"; the trainer counts
+# steps, and how many steps a budget takes depends on the batches the schedule picks), past both
+# targets in every run here. Then
 # scripts/plot_schedule.py at TARGETS (default: the setup's two target losses).
 # All runs start at once (JOBS at a time, default all), one thread each (the machine's cores are
 # shared: 1-thread ranks lose the least to contention); finished runs are kept and skipped when
@@ -36,7 +37,7 @@ case "$setup" in
     *) die "SETUP $setup: unknown; expected shakespeare or docs" ;;
 esac
 compgen -G "$train" >/dev/null || die "$train: no shards; expected them prepared (data/tinyshakespeare.py or data/doc_corpus.py, then data/shrink_vocab.py)"
-batches="256 512 1024 2048 4096"; factors=${FACTORS:-"0.25 0.5 1"}; jobs=${JOBS:-99}
+batches="256 512 1024 2048 4096"; autos=${AUTO:-"0.0625:3:256 0.0625:3:512 0.125:3:256 0.25:10:256"}; jobs=${JOBS:-99}
 model=dev/reference/gpt2_ref_model.bin
 mkdir -p "$out" || die "$out: cannot create; expected a writable directory"
 
@@ -51,12 +52,12 @@ done
 # An auto run, stopped once its log counts the token budget (checked every 5 s; the last val
 # record before the stop is what plot_schedule.py reads).
 auto_run() {
-    local f=$1 dir="$out/auto_f$1"
-    [ -f "$dir/.done" ] && { echo "auto factor $f: already done"; return 0; }
+    local f=$1 w=$2 d0=$3 dir="$out/auto_f$1_w$2_s$3" budget=49152
+    [ -f "$dir/.done" ] && { echo "auto $dir: already done"; return 0; }
     rm -rf "$dir"
     local lr
-    lr=$(awk 'BEGIN { printf "%.6g", 2e-3 * sqrt(256 / 512) }')
-    "$binary" -i "$train" -j "$val" -o "$dir" -e $model -b 2 -t 64 -d auto -d0 256 -dm 4096 -df "$f" -dw 10 -dl sqrt \
+    lr=$(awk -v b=$d0 'BEGIN { printf "%.6g", 2e-3 * sqrt(b / 512) }')
+    "$binary" -i "$train" -j "$val" -o "$dir" -e $model -b 2 -t 64 -d auto -d0 $d0 -dm 4096 -df "$f" -dw $w -dl sqrt \
         -l "$lr" -x $((tokens / 256)) -v 3 -m 8 -s 0 -n 0 > "$dir.out" 2>&1 &
     local pid=$!
     while kill -0 $pid 2>/dev/null; do
@@ -65,13 +66,13 @@ auto_run() {
         seen=$(tail -n 5 "$dir/log.jsonl" 2>/dev/null | python3 -c 'import json,sys
 t=[json.loads(l).get("tokens",0) for l in sys.stdin if l.strip().endswith("}")]
 print(max(t) if t else 0)')
-        if [ "${seen:-0}" -ge $tokens ]; then kill $pid; wait $pid 2>/dev/null; echo "budget" > "$dir/.done"; return 0; fi
+        if [ "${seen:-0}" -ge $budget ]; then kill $pid; wait $pid 2>/dev/null; echo "budget" > "$dir/.done"; return 0; fi
     done
     wait $pid && touch "$dir/.done"
 }
-for f in $factors; do
+for a in $autos; do
     wait_for_slot
-    auto_run "$f" > "$out/auto_$f.log" 2>&1 &
+    auto_run ${a//:/ } > "$out/auto_${a//:/_}.log" 2>&1 &
 done
 wait
 python3 scripts/plot_schedule.py "$out" --targets "$targets" -o "$out/plots"

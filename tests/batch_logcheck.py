@@ -5,7 +5,7 @@ log's records only.
 
   grows RUN MIN_CHANGES MAX_TOKENS LR BASE_TOKENS
       RUN changed its batch at least MIN_CHANGES times, the first after step 2 and every one
-      before the last step (mid-run); batches never shrink, stay whole multiples of B*T*N (the
+      before the last step (mid-run); batches never shrink, at most double per change, stay whole multiples of B*T*N (the
       config record) and within MAX_TOKENS; each train record's batch_tokens is the batch the
       latest batch record (or the config) set, its "tokens" the running sum of them, and its lr
       float32(LR * sqrt(batch / BASE_TOKENS)) (the sqrt rule; the log prints 6 digits: 1e-6
@@ -62,6 +62,7 @@ def main():
             if s - 1 in batch:
                 new = batch[s - 1]["batch_tokens"]
                 if new <= current: problems.append(f"after step {s - 1}: {current} -> {new} does not grow")
+                if new > 2 * current: problems.append(f"after step {s - 1}: {current} -> {new} more than doubles")
                 if batch[s - 1]["previous_batch_tokens"] != current: problems.append(f"after step {s - 1}: previous {batch[s - 1]['previous_batch_tokens']} != {current}")
                 current = new
             tokens += current

@@ -5,8 +5,8 @@
  *
  * The rule (batch_schedule.h): after each step, b = smoothed B_simple; b > factor * batch counts
  * into the window, anything else (smaller, equal, NaN) restarts it; after `window` counted steps
- * in a row the batch becomes min(max_tokens, max(batch + unit, floor(min(b over the window) /
- * factor / unit) * unit)) and the window restarts. The expected batches below are worked out by
+ * in a row the batch becomes min(max_tokens, 2 * batch, max(batch + unit, floor(min(b over the
+ * window) / factor / unit) * unit)) and the window restarts. The expected batches below are worked out by
  * hand from that sentence (comments show the arithmetic); the random series is checked against
  * the properties the rule promises, each tested on the series itself, not on the rule's state.
  */
@@ -62,8 +62,8 @@ static void test_hand_worked_series(void) {
         300, 300, 300,      // 300 > 0.5*512 = 256, three times: 600 -> 512 = the current: one more micro-step, 640
         400, 1e9, 400,      // 400 > 320: smallest 400 -> 800 -> 6 micro-steps = 768
         100, 50, 10,        // B_simple falls: no change, never shrinks
-        5000, 6000, 7000,   // smallest 5000 -> 10000 > max: 2048
-        1e9, 1e9, 1e9, 1e9, // at max: stays
+        5000, 6000, 7000,   // smallest 5000 -> 10000: at most doubling, 1536
+        1e9, 1e9, 1e9, 1e9, // > 768 three times: 3072 > max: 2048; then at max it stays
     };
     int expected[] = {
         256, 256, 256,
@@ -72,13 +72,13 @@ static void test_hand_worked_series(void) {
         512, 512, 640,
         640, 640, 768,
         768, 768, 768,
-        768, 768, 2048,
-        2048, 2048, 2048, 2048,
+        768, 768, 1536,
+        1536, 1536, 2048, 2048,
     };
     int n = (int)(sizeof(series) / sizeof(series[0]));
     int batches[64];
     feed(&s, series, n, batches);
-    report(same_ints(batches, expected, n, why, sizeof(why)), "auto_rule_hand_worked_series_grows_exactly_when_expected", why);
+    report(same_ints(batches, expected, n, why, sizeof(why)), "auto_rule_hand_worked_series_grows_exactly_when_expected_at_most_doubling", why);
 }
 
 static void test_window_one_and_rounding(void) {
@@ -88,11 +88,11 @@ static void test_window_one_and_rounding(void) {
     double series[] = {
         193,   // > 192: 193/2 = 96.5 -> 1 micro-step = the current: one more, 192
         385,   // > 384: 192.5 -> 2 micro-steps = the current: 288
-        2000,  // > 576: 1000 -> floor(1000/96) = 10 -> 960
-        1900,  // not > 1920: stays
-        1e7,   // 5e6 > max: 4800
+        2000,  // > 576: 1000 -> floor(1000/96) = 10 -> 960, more than doubling: 576
+        1900,  // > 1152: 950 -> 9 micro-steps, 864
+        1e7,   // 5e6: doubling, 1728 (max 4800)
     };
-    int expected[] = {192, 288, 960, 960, 4800};
+    int expected[] = {192, 288, 576, 864, 1728};
     int batches[8];
     feed(&s, series, 5, batches);
     int ok = same_ints(batches, expected, 5, why, sizeof(why));
@@ -131,7 +131,8 @@ static void test_random_series_properties(void) {
             for (int k = i - window + 1; k <= i; k++) smallest = fmin(smallest, b[k]);
             long long want = (long long)floor(smallest / factor / unit) * unit;
             if (want <= previous) want = previous + unit;
-            if (want > max || smallest / factor >= max) want = max;
+            long long cap = 2LL * previous < max ? 2LL * previous : max;
+            if (want > cap || smallest / factor >= cap) want = cap;
             if (previous == max) want = max;
             if (batch[i] != want) { ok = 0; snprintf(why, sizeof(why), "after step %d (full window, smallest %.1f): batch %d, expected %lld", i + 1, smallest, batch[i], want); }
             run = 0;
@@ -145,7 +146,7 @@ static void test_random_series_properties(void) {
     if (ok && (growths < 5 || at_max_steps == 0)) {
         ok = 0; snprintf(why, sizeof(why), "series too tame to test: %d growths, %d steps at max", growths, at_max_steps);
     }
-    report(ok, "auto_rule_random_series_grows_only_on_full_windows_never_shrinks_respects_max", why);
+    report(ok, "auto_rule_random_series_grows_only_on_full_windows_at_most_doubling_never_shrinks_respects_max", why);
     free(b);
     free(batch);
 }
