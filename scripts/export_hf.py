@@ -88,8 +88,13 @@ def main():
         with open(os.path.join(directory, "config.json"), "w") as f:
             json.dump(hf_gpt2.hf_config(cfg, version), f, indent=2)
         # "format": "pt" tells transformers the layout is PyTorch's (it refuses files without it).
-        save_file(hf_tensors(cfg, tensors), os.path.join(directory, "model.safetensors"),
-                  metadata={"format": "pt"})
+        try:
+            save_file(hf_tensors(cfg, tensors), os.path.join(directory, "model.safetensors"),
+                      metadata={"format": "pt"})
+        except Exception as e:  # safetensors reports I/O errors (a full disk) as SafetensorError
+            message = str(e).splitlines()[0] if str(e) else type(e).__name__
+            die(os.path.join(args.out_dir, "model.safetensors"), f"cannot write ({message})",
+                "a writable directory with free space")
         if args.bpe_dir:
             write_tokenizer_files(directory, args.bpe_dir, cfg["maxT"])
 

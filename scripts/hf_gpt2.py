@@ -138,7 +138,10 @@ def write_llmc(path, cfg, version, tensors):
     header = np.zeros(HEADER_INTS, dtype="<i4")
     header[:8] = [MODEL_MAGIC, version, cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"]]
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    except OSError as e:
+        die(path, f"cannot create a file in {directory} ({e.strerror})", "a writable directory")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(header.tobytes())
@@ -148,6 +151,9 @@ def write_llmc(path, cfg, version, tensors):
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp's mode is owner-only
         os.replace(tmp, path)
+    except OSError as e:
+        os.unlink(tmp)
+        die(path, f"cannot write ({e.strerror})", "a writable directory with free space")
     except BaseException:
         os.unlink(tmp)
         raise
@@ -161,7 +167,10 @@ def make_dir_atomically(out_dir, force, fill):
     parent = os.path.dirname(out_dir)
     if not os.path.isdir(parent):
         die(out_dir, "its parent directory does not exist", "an output path in an existing directory")
-    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", suffix=".tmp", dir=parent)
+    try:
+        tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", suffix=".tmp", dir=parent)
+    except OSError as e:
+        die(out_dir, f"cannot create a directory in {parent} ({e.strerror})", "a writable directory")
     try:
         fill(tmp)
         umask = os.umask(0)
@@ -176,6 +185,9 @@ def make_dir_atomically(out_dir, force, fill):
             shutil.rmtree(old)
         else:
             os.replace(tmp, out_dir)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        die(out_dir, f"cannot write ({e.strerror})", "a writable directory with free space")
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

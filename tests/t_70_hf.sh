@@ -6,7 +6,8 @@
 #      save_pretrained's names, transformers' shapes, the file's dtype.
 #   2. bad input: a directory without model.safetensors, a config that is not GPT-2's, a vocab
 #      other than 50257, a truncated safetensors file, an output path that exists, a bad model
-#      file: one error line each, exit 1, nothing written (no output, no temporary file).
+#      file, a full disk: one error line each, exit 1, nothing written (no output, no temporary
+#      file).
 #   3. with transformers and PyTorch (PyPI; `bash scripts/setup.sh --hf` installs them, which
 #      this group runs; HF_TESTS=0 skips this part off CI, and on CI it must run):
 #      a 20-step d2 checkpoint, exported, gives in GPT2LMHeadModel the trainer's val loss on the
@@ -31,7 +32,7 @@ VAL=data/tinyshakespeare/tiny_shakespeare_val.bin
 EXPORT="python3 scripts/export_hf.py"
 IMPORT="python3 scripts/import_hf.py"
 tmp=$(mktemp -d /tmp/t_70_hf.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+trap 'umount "$tmp/full" 2>/dev/null; rm -rf "$tmp"' EXIT
 
 # check_error_line NAME PATTERN CMD...: PASS if CMD exits 1 with exactly one stderr line in the
 # house format (`error: ...: ...; expected ...`) containing PATTERN (no traceback).
@@ -179,6 +180,18 @@ python3 -c "import numpy as np,sys; d=np.fromfile(sys.argv[1],'<i4').copy(); d[2
 check_error_line export_nan_weight_named "nan.bin: tensor ln1w of layer 0 holds nan at element 5; expected finite weights" \
     $EXPORT "$tmp/nan.bin" "$tmp/hf_x2"
 check_error_line export_bad_bpe_dir "--bpe-dir $tmp/no_bpe: not a directory" $EXPORT "$CKPT" "$tmp/hf_x3" --bpe-dir "$tmp/no_bpe"
+# A full disk: a 2 MB tmpfs (mounting needs root; CI runs as root) for a 27 MB model.
+mkdir -p "$tmp/full"
+if mount -t tmpfs -o size=2m tmpfs "$tmp/full" 2>/dev/null; then
+    check_error_line import_full_disk "full/d2.bin: cannot write (No space left on device); expected a writable directory with free space" \
+        $IMPORT "$tmp/hf_fp32" "$tmp/full/d2.bin"
+    check_error_line export_full_disk "full/hf/model.safetensors: cannot write (.*No space left on device" \
+        $EXPORT "$CKPT" "$tmp/full/hf"
+    check "full_disk_left_nothing" bash -c "[ -z \"\$(ls -A '$tmp/full')\" ]"
+    umount "$tmp/full"
+else
+    echo "SKIP full_disk_checks: cannot mount a small tmpfs here (not root); the full-disk checks did not run"
+fi
 check "export_failures_left_nothing" bash -c "[ ! -e '$tmp/hf_x1' ] && [ ! -e '$tmp/hf_x2' ] && [ ! -e '$tmp/hf_x3' ] && ! ls -A '$tmp' | grep -q '\\.tmp$'"
 
 # ---------------------------------------------------------------------------------------------
