@@ -457,6 +457,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     int threads = omp_get_max_threads();
     char gns_fields[256], init_text[8192];
     printf("GPT-2 CPU trainer | ZeRO stage %d | world size %d | threads per rank %d\n", ZERO_STAGE, world_size, threads);
+    blas_print_report(stdout); // library, version, kernel; a warning when it runs a generic kernel
     // Ranks on one machine share its cores: more threads than cores in total slows every rank.
     const char* local_size = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     int local_ranks = local_size ? atoi(local_size) : 1;

@@ -1,5 +1,5 @@
 /*
- * matmul.h: linear layer y = x W^T + b through OpenBLAS cblas_sgemm, CPU (fp32).
+ * matmul.h: linear layer y = x W^T + b through the BLAS's sgemm (cpu/blas.h), CPU (fp32).
  * Twin of kernels/matmul.cuh (cuBLASLt).
  * forward:  out (N,OC) = inp (N,C) @ weight^T, weight (OC,C) (PyTorch Linear layout), + bias (OC)
  *           if bias != NULL. N = B*T rows.
@@ -8,7 +8,7 @@
  */
 #ifndef CPU_MATMUL_H
 #define CPU_MATMUL_H
-#include <cblas.h>
+#include "blas.h"
 #include <omp.h>
 
 // Wall seconds spent in matmul_forward/backward since start: the benchmark reports its share of
@@ -18,7 +18,7 @@ static double matmul_seconds = 0.0;
 static void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                            int N, int C, int OC) {
     double t0 = omp_get_wtime();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out, OC);
+    blas_sgemm_row_major(0, 1, N, OC, C, inp, C, weight, C, 0.0f, out, OC);
     if (bias != NULL) {
         #pragma omp parallel for
         for (int n = 0; n < N; n++) {
@@ -32,8 +32,8 @@ static void matmul_forward(float* out, const float* inp, const float* weight, co
 static void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                             const float* inp, const float* weight, int N, int C, int OC) {
     double t0 = omp_get_wtime();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    blas_sgemm_row_major(0, 0, N, C, OC, dout, OC, weight, C, 1.0f, dinp, C);
+    blas_sgemm_row_major(1, 0, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C);
     if (dbias != NULL) {
         #pragma omp parallel for
         for (int j = 0; j < OC; j++) {
