@@ -36,7 +36,7 @@ enum { BLAS_ROW_MAJOR = 101, BLAS_NO_TRANS = 111, BLAS_TRANS = 112 }; // CBLAS's
 void BLAS_SYM(cblas_sgemm)(int order, int transa, int transb, int M, int N, int K, float alpha, const float* A, int lda,
                            const float* B, int ldb, float beta, float* C, int ldc);
 
-#if defined(BLAS_SCIPY_OPENBLAS)
+#if defined(BLAS_SCIPY_OPENBLAS) && !defined(BLAS_OWN_THREADS) // BLAS_OWN_THREADS: for the benchmark only
 // PyPI's OpenBLAS threads with its own pthreads, whose idle threads spin against the trainer's
 // OpenMP threads for the cores (Debian's pthread build measured 4x slower on 2 cores). So it runs
 // sequential (one thread per call) and the trainer's OpenMP pool splits each sgemm into blocks.
@@ -104,7 +104,7 @@ static inline void blas_sgemm_row_major(int transa, int transb, int M, int N, in
 #if defined(BLAS_OPENBLAS) || defined(BLAS_SCIPY_OPENBLAS)
 static const char* blas_kernel(void) { return BLAS_SYM(openblas_get_corename)(); }
 static void blas_describe(char* buf, size_t cap) {
-#if defined(BLAS_SCIPY_OPENBLAS)
+#if BLAS_SPLIT_IN_OPENMP
     const char* threads = "scipy-openblas32 from PyPI, sequential calls split over the trainer's OpenMP threads";
 #else
     const char* threads = BLAS_SYM(openblas_get_parallel)() == 2 ? "OpenMP threads" : "its own threads";

@@ -6,9 +6,11 @@
 #   openblas-debian+core  the same with OPENBLAS_CORETYPE forced (SkylakeX with AVX-512, else Haswell)
 #   blis-debian           Debian's libblis-openmp (0.9.0)
 #   mkl-pypi              Intel oneMKL from PyPI (mkl), GNU OpenMP threading layer
-#   openblas-pypi         a current OpenBLAS from PyPI (scipy-openblas32, pthreads)
+#   openblas-pypi         a current OpenBLAS from PyPI (scipy-openblas32), sequential, each sgemm
+#                         split over the trainer's OpenMP threads (what the Makefile links)
+#   openblas-pypi-pthreads  the same library on its own pthreads (against the OpenMP loops)
 # Installs what is missing (apt: libblis-openmp-dev; pip into build/blas_venv: mkl,
-# scipy-openblas32; about 1.1 GB, 30 s here). Takes about 2 minutes (ROUNDS=3, SECONDS_EACH=2).
+# scipy-openblas32; about 1.1 GB, 30 s here). Takes about 1.5 minutes on an idle machine (ROUNDS=3, SECONDS_EACH=2; 3.5 when loaded).
 # Usage: dev/bench/blas_candidates.sh [rows (default 256: d12 B 4 x T 64)] [C (default 768)]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,9 +38,10 @@ gcc "${F[@]}" -DBLAS_BLIS $src -o build/bb_blis -L$bl -Wl,-rpath,$bl -lblis
 gcc "${F[@]}" -DBLAS_MKL $src -o build/bb_mkl -L"$mkl" -Wl,-rpath,"$mkl" -Wl,--no-as-needed \
     -l:"$(so libmkl_intel_lp64)" -l:"$(so libmkl_gnu_thread)" -l:"$(so libmkl_core)" -lgomp -lpthread -lm -ldl
 gcc "${F[@]}" -DBLAS_SCIPY_OPENBLAS $src -o build/bb_scipy -L"$so32" -Wl,-rpath,"$so32" -lscipy_openblas
+gcc "${F[@]}" -DBLAS_SCIPY_OPENBLAS -DBLAS_OWN_THREADS $src -o build/bb_scipy_pthreads -L"$so32" -Wl,-rpath,"$so32" -lscipy_openblas
 core=Haswell; grep -q avx512f /proc/cpuinfo && core=SkylakeX
-names=(openblas-debian "openblas-debian+$core" blis-debian mkl-pypi openblas-pypi)
-cmds=("build/bb_openblas" "env OPENBLAS_CORETYPE=$core build/bb_openblas" "build/bb_blis" "build/bb_mkl" "build/bb_scipy")
+names=(openblas-debian "openblas-debian+$core" blis-debian mkl-pypi openblas-pypi openblas-pypi-pthreads)
+cmds=("build/bb_openblas" "env OPENBLAS_CORETYPE=$core build/bb_openblas" "build/bb_blis" "build/bb_mkl" "build/bb_scipy" "build/bb_scipy_pthreads")
 tmp=$(mktemp -d /tmp/blas_candidates.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) | flags: $(grep -o -w -m1 -E 'avx512f|amx_tile|avx2' /proc/cpuinfo | sort -u | xargs) | threads $OMP_NUM_THREADS | rows $rows C $C"
