@@ -10,8 +10,8 @@
  * engine, never touches a request) every ZERO_PROGRESS_POLL_US microseconds, and sleeps when none
  * is. It needs MPI_THREAD_MULTIPLE; when MPI provides less, there is no thread and the engine's
  * MPI_Test calls at each engine call (zero_progress) are the only progress, as before.
- * Measured (dev/bench/zero_table.sh; README "Data parallel"): exposed comm wait at stage 0,
- * N = 2 fell from the main branch's to less than half.
+ * Its effect on exposed comm wait is measured by dev/bench/zero_table.sh (README "Data parallel":
+ * so far only on an overloaded machine, where it was inconclusive).
  */
 #ifndef ZERO_PROGRESS_CPU_H
 #define ZERO_PROGRESS_CPU_H
