@@ -17,8 +17,8 @@
 #      trained 3 steps, has transformers' loss on that batch as its first step's loss, exports
 #      back to the same tensors, and after the 3 steps, exported, continues the prompt greedily
 #      as the CPU model does (20 tokens, many distinct: the d2 model's are one token repeated).
-# About 60 s on 2 cores once torch and transformers are installed (installing them: about 4
-# minutes from an empty pip cache).
+# Measured here once torch and transformers are installed: 92 s of CPU time (280 s wall with the
+# 2 cores shared, load 12-20); installing them from an empty pip cache: 228-294 s.
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
