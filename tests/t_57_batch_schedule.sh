@@ -109,7 +109,7 @@ check_fails trainer_dm_not_multiple "error: -dm 100: not a multiple of B\*T\*ran
 check_fails trainer_auto_with_meter_off "error: -d auto: the gradient noise scale meter is off (-gb -1)" bad -d auto -dm 640 -gb -1
 check_fails trainer_auto_one_rank_without_accumulation "error: -d0 32: one rank without gradient accumulation" bad -d auto -dm 640 -d0 32
 check_fails trainer_bad_lr_rule "error: -dl cube: unknown learning-rate rule" bad -d auto -dm 640 -dl cube
-check_fails trainer_d_not_a_number "error: -d: 'often' is not an integer; expected an integer or auto" bad -d often
+check_fails trainer_d_not_a_number "error: -d: 'often' is not an integer; expected an integer in \[-1, 2147483647\] or auto" bad -d often
 one_error_line() {
     local out
     out=$(timeout 60 "${MPIRUN[@]}" -np 2 build/train_gpt2_z0 -e dev/reference/gpt2_ref_model.bin -t 16 -b 2 -x 4 -i "$BT/train.bin" -d auto -dm 96 2>&1)
