@@ -4,12 +4,13 @@ Exit 0 = pass; the line printed says what was compared. Independent of the C cod
 log's records only.
 
   grows RUN MIN_CHANGES MAX_TOKENS LR BASE_TOKENS
-      RUN changed its batch at least MIN_CHANGES times, the first after step 2 and every one
-      before the last step (mid-run); batches never shrink, at most double per change, stay whole multiples of B*T*N (the
+      RUN changed its batch at least MIN_CHANGES times, the first after step 2 or later and
+      before the last step (mid-run; a change after the last step is the batch a resume would
+      continue with); batches never shrink, at most double per change, stay whole multiples of B*T*N (the
       config record) and within MAX_TOKENS; each train record's batch_tokens is the batch the
       latest batch record (or the config) set, its "tokens" the running sum of them, and its lr
-      float32(LR * sqrt(batch / BASE_TOKENS)) (the sqrt rule; the log prints 6 digits: 1e-6
-      relative, measured 0)
+      float32(LR * sqrt(batch / BASE_TOKENS)) (the sqrt rule; the log prints 6 significant digits: 5e-6
+      relative; measured at most 2.6e-6 in the emulated GPU trainer's log)
   ds RUN          print RUN's batch sequence as a -ds value (its batch records, from step 0)
   segments RUN LR BASE_TOKENS
                   print "FIRST_STEP LAST_STEP BATCH LR" per constant-batch stretch of RUN, LR
@@ -55,7 +56,7 @@ def main():
         changes = sorted(batch)
         problems = []
         if len(changes) < min_changes: problems.append(f"{len(changes)} changes, expected >= {min_changes}")
-        if changes and not (changes[0] >= 2 and changes[-1] < steps[-1]): problems.append(f"changes after steps {changes}: not mid-run")
+        if changes and not (2 <= changes[0] < steps[-1]): problems.append(f"changes after steps {changes}: not mid-run")
         current, tokens = config["batch_tokens"], 0
         for s in steps:
             r = train[s]
@@ -70,7 +71,7 @@ def main():
             if current % unit or current > max_tokens: problems.append(f"step {s}: batch {current} not a multiple of {unit} within {max_tokens}")
             if r["tokens"] != tokens: problems.append(f"step {s}: tokens {r['tokens']}, the sum of batches {tokens}")
             want = lr_at(lr0, current, base)
-            if abs(r["lr"] - want) > 1e-6 * want: problems.append(f"step {s}: lr {r['lr']}, the sqrt rule's {want:.9g}")
+            if abs(r["lr"] - want) > 5e-6 * want: problems.append(f"step {s}: lr {r['lr']}, the sqrt rule's {want:.9g}")
         seq = [(0, config["batch_tokens"])] + [(k, batch[k]["batch_tokens"]) for k in changes]
         print(f"{len(steps)} steps, batch after step: {seq}; unit {unit}, max {max_tokens}: {len(problems)} problems"
               + (f", first: {problems[0]}" if problems else ""))
