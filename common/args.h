@@ -211,7 +211,7 @@ static void train_args_parse(TrainArgs* a, int argc, char** argv) {
                 args_fail("error: %s: '%s' is not an integer; expected an integer in [%ld, %ld]%s", spec->flag, value, min, max, or_auto);
             }
             if (errno == ERANGE || v < min || v > max) {
-                args_fail("error: %s: %s is out of range; expected an integer in [%ld, %ld]%s", spec->flag, value, min, max, or_auto);
+                args_fail("error: %s: %s is out of range; expected an integer in [%ld, %ld]", spec->flag, value, min, max);
             }
             *(int*)field = (int)v;
         } else if (spec->type == ARG_FLOAT) {
