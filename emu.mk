@@ -9,6 +9,7 @@
 #                        build/emu/train_gpt2cu_z<S> train_gpt2.cu at stage S, NCCL (dev/emu/nccl_emu.h:
 #                                                  NCCL's collectives carried by MPI, completing late)
 #                        build/emu/train_gpt2cu_mpi_z2 the host-staged MPI backend (ZERO_COMM=mpi)
+#                        build/emu/train_gpt2cu_nompi_z0 one process without MPI (NO_USE_MPI=1)
 # Needs g++, python3, the CUDA toolkit's headers (not its libraries: no libcudart, libcublasLt
 # or NCCL is linked) and Open MPI's mpicc for flags.
 EMU_BUILD = $(BUILD)/emu
@@ -26,7 +27,7 @@ EMU_HEADERS = $(wildcard dev/emu/*.h) $(CUDA_HEADERS)
 EMU_STAGES = 0 1 2 3
 EMU_BINARIES = $(EMU_BUILD)/test_emu $(EMU_BUILD)/test_cublaslt_emu $(EMU_BUILD)/test_kernels \
                $(foreach s,$(EMU_STAGES),$(EMU_BUILD)/test_gpt2cu_z$(s) $(EMU_BUILD)/train_gpt2cu_z$(s)) \
-               $(EMU_BUILD)/train_gpt2cu_mpi_z2
+               $(EMU_BUILD)/train_gpt2cu_mpi_z2 $(EMU_BUILD)/train_gpt2cu_nompi_z0
 
 .PHONY: emu_binaries emu_sources
 emu_binaries: $(EMU_BINARIES)
@@ -56,6 +57,10 @@ $(EMU_BUILD)/test_gpt2cu_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 $(EMU_BUILD)/train_gpt2cu_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DEMU_NCCL=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/train_gpt2.cu -x none \
 		-o $@ $(EMU_LDLIBS)
+
+# Without MPI (zero/mpi_single.h): no mpicc flags, no MPI library.
+$(EMU_BUILD)/train_gpt2cu_nompi_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
+	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DZERO_NO_MPI=1 -x c++ $(EMU_SRC)/train_gpt2.cu -x none -o $@ $(BLAS_LDLIBS)
 
 $(EMU_BUILD)/train_gpt2cu_mpi_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DZERO_COMM_MPI=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/train_gpt2.cu -x none \

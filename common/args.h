@@ -2,7 +2,8 @@
  * args.h: the trainer's command line, shared by the CPU and CUDA builds. llm.c's flags where
  * they mean the same thing (-i -j -e -o -n -y -b -t -d -l -u -q -c -k -x -v -m -s -g -a -z),
  * plus -gc (gradient clip), -sd (seed), -wt (collective wait timeout, seconds), -gb (EMA beta of
- * the gradient noise scale meter, common/gns.h; -1 turns the meter off).
+ * the gradient noise scale meter, common/gns.h; -1 turns the meter off), -ot (CUDA build: the
+ * per-kernel table over that many steps, common/op_timer.cuh).
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
  * flag or a malformed value prints one error line and exits 1.
  */
@@ -44,6 +45,7 @@ typedef struct {
     int seed;                  // -sd
     float collective_timeout_s; // -wt
     float gns_beta;            // -gb: GNS EMA beta in [0, 1); -1: meter off
+    int op_timing_steps;       // -ot: CUDA build, steps timed op family by op family (0: off)
 } TrainArgs;
 
 typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING } ArgType;
@@ -76,6 +78,7 @@ static const ArgSpec arg_specs[] = {
     {"-sd", ARG_INT, ARG_FIELD(seed), "random seed (init, sampling)"},
     {"-wt", ARG_FLOAT, ARG_FIELD(collective_timeout_s), "abort all ranks if a collective waits longer (s)"},
     {"-gb", ARG_FLOAT, ARG_FIELD(gns_beta), "gradient noise scale EMA beta, [0, 1); -1: meter off"},
+    {"-ot", ARG_INT, ARG_FIELD(op_timing_steps), "CUDA build: time op families over n steps after 2 warm-up ones, print the per-kernel table"},
 };
 #define NUM_ARG_SPECS (int)(sizeof(arg_specs) / sizeof(arg_specs[0]))
 
@@ -105,6 +108,7 @@ static void train_args_defaults(TrainArgs* a) {
     a->seed = 42;
     a->collective_timeout_s = 300.0f;
     a->gns_beta = 0.95f;
+    a->op_timing_steps = 0;
 }
 
 static void train_args_print_help(const char* program, FILE* out) {
@@ -208,6 +212,7 @@ static void train_args_validate(const TrainArgs* a) {
     ARG_REQUIRE(a->collective_timeout_s > 0.0f, "-wt", "seconds > 0");
     ARG_REQUIRE(a->gns_beta == -1.0f || (a->gns_beta >= 0.0f && a->gns_beta < 1.0f), "-gb", "an EMA beta in [0, 1), or -1 (meter off)");
     ARG_REQUIRE(a->zero_stage >= -1 && a->zero_stage <= 3, "-z", "a ZeRO stage 0..3 (or -1)");
+    ARG_REQUIRE(a->op_timing_steps >= 0, "-ot", "timed steps >= 0");
     ARG_REQUIRE(a->gen_tokens <= 1048576, "-g", "tokens per sample <= 1048576 (and below the model's max sequence length)");
     LRKind kind;
     if (lr_kind_from_name(a->lr_schedule, &kind) != 0) {
