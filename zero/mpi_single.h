@@ -6,7 +6,8 @@
  * gives them MPI's meaning for a world of one rank (MPI 4.0 standard, the collectives with one
  * process): rank 0 of size 1; an all-reduce, reduce-scatter, all-gather or gather copies its
  * send buffer to its receive buffer (nothing with MPI_IN_PLACE, where the data already is);
- * requests complete at once; barriers and broadcasts return. So a single-GPU (or single-process
+ * requests complete at once; barriers and broadcasts return; a probe finds no message; a send or
+ * receive (there is no peer) is an internal error line and exit 1. So a single-GPU (or single-process
  * CPU) trainer builds and runs with no MPI installed, with results identical to the MPI build
  * at world size 1 (which makes no MPI call at all on that path).
  *
@@ -48,6 +49,9 @@ typedef struct { int MPI_SOURCE, MPI_TAG, MPI_ERROR; } MPI_Status;
 #define MPI_THREAD_SERIALIZED 2
 #define MPI_THREAD_MULTIPLE 3
 #define MPI_REQUEST_NULL 0
+#define MPI_ANY_SOURCE (-1)
+#define MPI_ANY_TAG (-1)
+#define MPI_PROC_NULL (-2)
 #define MPI_STATUS_IGNORE ((MPI_Status*)0)
 #define MPI_IN_PLACE ((void*)1)
 // Datatypes carry their size: 16 * code + bytes.
@@ -108,9 +112,35 @@ static inline int MPI_Error_string(int code, char* text, int* len) {
 }
 static inline double MPI_Wtime(void) { return (double)clock() / CLOCKS_PER_SEC; }
 
+static inline int MPI_Query_thread(int* provided) { *provided = MPI_THREAD_FUNNELED; return MPI_SUCCESS; }
+
 // Requests: complete when made.
 static inline int MPI_Test(MPI_Request* r, int* flag, MPI_Status* s) { (void)s; *r = MPI_REQUEST_NULL; *flag = 1; return MPI_SUCCESS; }
 static inline int MPI_Wait(MPI_Request* r, MPI_Status* s) { (void)s; *r = MPI_REQUEST_NULL; return MPI_SUCCESS; }
+static inline int MPI_Waitall(int n, MPI_Request* r, MPI_Status* s) { (void)s; for (int i = 0; i < n; i++) r[i] = MPI_REQUEST_NULL; return MPI_SUCCESS; }
+static inline int MPI_Testall(int n, MPI_Request* r, int* flag, MPI_Status* s) { *flag = 1; return MPI_Waitall(n, r, s); }
+// Nothing is ever sent in a world of one rank: a probe finds nothing.
+static inline int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* s) {
+    (void)source; (void)tag; (void)comm; (void)s; *flag = 0; return MPI_SUCCESS;
+}
+// Point-to-point messages need a second rank: with one, a call is a bug of the caller.
+static inline int mpi_single_no_peer(const char* call) {
+    fprintf(stderr, "error: internal: %s in a one-process build (world size 1 has no peer)\n", call);
+    exit(1);
+    return MPI_ERR_OTHER;
+}
+static inline int MPI_Send(const void* b, int n, MPI_Datatype t, int d, int tag, MPI_Comm c) {
+    (void)b; (void)n; (void)t; (void)d; (void)tag; (void)c; return mpi_single_no_peer("MPI_Send");
+}
+static inline int MPI_Recv(void* b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status* s) {
+    (void)b; (void)n; (void)t; (void)src; (void)tag; (void)c; (void)s; return mpi_single_no_peer("MPI_Recv");
+}
+static inline int MPI_Isend(const void* b, int n, MPI_Datatype t, int d, int tag, MPI_Comm c, MPI_Request* r) {
+    (void)b; (void)n; (void)t; (void)d; (void)tag; (void)c; (void)r; return mpi_single_no_peer("MPI_Isend");
+}
+static inline int MPI_Irecv(void* b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Request* r) {
+    (void)b; (void)n; (void)t; (void)src; (void)tag; (void)c; (void)r; return mpi_single_no_peer("MPI_Irecv");
+}
 
 // Collectives of one rank: the receive buffer gets the send buffer (unless in place).
 static inline void mpi_single_copy(void* recv, const void* send, size_t bytes) {
