@@ -125,6 +125,8 @@ struct State {
     unsigned char* stacks = NULL;
     size_t stacks_threads = 0;
     cudaError_t last_error = cudaSuccess;
+    unsigned long blocks_run = 0;          // blocks started so far (emu_ptx.h resets per-block state by it)
+    void (*thread_exit_check)(void) = NULL; // run as each fiber returns (emu_ptx.h: no cp.async pending)
 };
 
 static State state;
@@ -161,6 +163,7 @@ static void yield(void) {
 
 static void fiber_entry(void) {
     (*state.body)();
+    if (state.thread_exit_check != NULL) state.thread_exit_check();
     Thread* t = state.current;
     t->done = true;
     state.progress = true;
@@ -384,6 +387,7 @@ static void run_block(const std::function<void()>& body) {
     state.live = (int)n;
     state.waiting = 0;
     state.released = 0;
+    state.blocks_run++;
     state.body = &body;
     for (size_t i = 0; i < n; i++) {
         Thread& t = state.threads[i];
@@ -571,6 +575,10 @@ extern "C" float __logf(float x) __THROW { return logf(x); }
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline int4 __ldcs(const int4* p) { return *p; }
 static inline void __stcs(int4* p, int4 v) { *p = v; }
+static inline float __ldcg(const float* p) { return *p; }
+static inline void __stcg(float* p, float v) { *p = v; }
+// Fibers switch only at barriers, so a read-modify-write is atomic here.
+static inline float atomicAdd(float* p, float v) { float old = *p; *p = old + v; return old; }
 
 // ----------------------------------------------------------------------------------------------
 // WMMA (CUDA C++ Programming Guide, "Warp Matrix Functions"): bf16 16x16x16 with fp32 accumulate.
@@ -656,6 +664,7 @@ static inline void mma_sync(fragment<accumulator, M, N, K, float>& d,
 } // namespace wmma
 } // namespace nvcuda
 
+#include "emu_ptx.h"      // mma.sync, ldmatrix, cp.async (kernels/ptx.cuh)
 #include "cublaslt_emu.h" // the cuBLASLt model (kernels/matmul.cuh's subset)
 #ifdef EMU_NCCL
 #include "nccl_emu.h" // NCCL's collectives over MPI (the NCCL build of train_gpt2.cu)
