@@ -15,14 +15,19 @@
  *     dynamic) poisoned. Fibers switch only at barriers, so a thread runs as far ahead of
  *     the others as the program lets it: a read of shared memory that another thread writes
  *     without a barrier in between sees the old (garbage) value, which is how a missing
- *     __syncthreads/__syncwarp shows up as a wrong result. The order in which fibers are resumed
- *     is a pseudo-random permutation per round (seed EMU_SEED, default 1).
+ *     __syncthreads/__syncwarp shows up as a wrong result. Warps run one at a time, each until
+ *     all its lanes wait at a __syncthreads (or returned), so a warp also runs ahead of the
+ *     others through warp-level collectives. Warps, and a warp's lanes, are resumed in
+ *     pseudo-random orders (seed EMU_SEED, default 1).
  *   - __syncthreads: all threads of the block, at the same call site; reaching one after some
  *     threads returned, or threads meeting at different calls, is reported (the Programming
  *     Guide's rule for conditional __syncthreads; newer GPUs may tolerate it, older ones hang).
  *     __syncwarp and __shfl_xor_sync (full mask only): the lanes of the warp that have not
  *     returned; a shuffle reading a lane that returned or does not exist gets poison (0xff
  *     bytes), as its value is undefined on the GPU.
+ *   - mma.sync (m16n8k16 bf16), ldmatrix and cp.async with commit/wait groups, as kernels/ptx.cuh
+ *     uses them: emu_ptx.h (documented fragment layouts element by element; a cp.async
+ *     destination is poison until its wait_group; all 32 lanes at the same instruction).
  *   - WMMA (nvcuda::wmma, bf16 16x16x16, fp32 accumulate): fragments hold the whole tile per
  *     thread; load/store check the documented 256-bit pointer and ldm alignment; a store writes
  *     only the calling lane's share of the elements, so reading the tile back without __syncwarp
@@ -403,24 +408,38 @@ static void run_block(const std::function<void()>& body) {
         t.started = false;
         makecontext(&t.context, fiber_entry, 0);
     }
-    std::vector<size_t> order(n);
-    for (size_t i = 0; i < n; i++) order[i] = i;
+    // Warps in a random order; a warp runs (its lanes resumed in a random order, again and again)
+    // until none of its lanes can move: all wait at a __syncthreads or returned. So a warp gets
+    // as far ahead of the others as the block's barriers let it, also through warp-level
+    // collectives (shuffles, mma, ldmatrix), and a missing __syncthreads between warps shows.
+    std::vector<size_t> warp_order(num_warps), lanes;
+    for (size_t w = 0; w < num_warps; w++) warp_order[w] = w;
     size_t remaining = n;
     while (remaining > 0) {
-        for (size_t i = n; i > 1; i--) std::swap(order[i - 1], order[next_random() % i]); // Fisher-Yates
-        state.progress = false;
-        for (size_t k = 0; k < n; k++) {
-            Thread& t = state.threads[order[k]];
-            if (t.done) continue;
-            state.current = &t;
-            if (_setjmp(state.scheduler) == 0) {
-                if (!t.started) { t.started = true; setcontext(&t.context); }
-                else _longjmp(t.resume, 1);
-            }
-            if (t.done) remaining--;
+        for (size_t i = num_warps; i > 1; i--) std::swap(warp_order[i - 1], warp_order[next_random() % i]); // Fisher-Yates
+        bool any_progress = false;
+        for (size_t wi = 0; wi < num_warps; wi++) {
+            size_t first = warp_order[wi] * 32, count = state.warps[warp_order[wi]].lanes;
+            do {
+                lanes.clear();
+                for (size_t i = first; i < first + count; i++)
+                    if (!state.threads[i].done) lanes.push_back(i);
+                for (size_t i = lanes.size(); i > 1; i--) std::swap(lanes[i - 1], lanes[next_random() % i]);
+                state.progress = false;
+                for (size_t k : lanes) {
+                    Thread& t = state.threads[k];
+                    state.current = &t;
+                    if (_setjmp(state.scheduler) == 0) {
+                        if (!t.started) { t.started = true; setcontext(&t.context); }
+                        else _longjmp(t.resume, 1);
+                    }
+                    if (t.done) remaining--;
+                }
+                any_progress |= state.progress;
+            } while (state.progress);
         }
         state.current = NULL;
-        if (remaining > 0 && !state.progress)
+        if (remaining > 0 && !any_progress)
             fail("%s", "deadlock: the live threads wait at different barriers (a __syncthreads in divergent code?)");
     }
 }
