@@ -7,7 +7,7 @@
  * Two implementations behind one interface (attention_forward_cuda, attention_backward_cuda):
  *   - the own flash kernels below (default), FlashAttention-2 style (Dao 2023, "FlashAttention-2:
  *     Faster Attention with Better Parallelism and Work Partitioning", Algorithms 1 and 2);
- *   - cuDNN's fused attention (SDPA) when built with USE_CUDNN=1 (kernels/attention_cudnn.cuh).
+ *   - cuDNN's fused attention (SDPA) when built with USE_CUDNN=1 (kernels/attention_cudnn.h).
  *
  * forward:  out = softmax(q k^T / sqrt(HS) + causal mask) v (Vaswani et al. 2017, eq. 1), tile by
  *           tile with the online softmax (Milakov & Gimelshein 2018): a block owns 64 query rows
@@ -499,7 +499,7 @@ static inline void attention_backward_flash_cuda(bf16* dqkv, float* scratch, con
 }
 
 #ifdef USE_CUDNN
-#include "attention_cudnn.cuh"
+#include "attention_cudnn.h" // kernels/attention_cudnn.cpp, linked in by cuda.mk
 #define ATTENTION_IMPLEMENTATION "cudnn"
 #else
 #define ATTENTION_IMPLEMENTATION "flash"
@@ -509,6 +509,7 @@ static inline void attention_backward_flash_cuda(bf16* dqkv, float* scratch, con
 static inline void attention_forward_cuda(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,
                                           cudaStream_t stream) {
 #ifdef USE_CUDNN
+    attention_check_head_size(C, NH);
     attention_forward_cudnn(out, lse, qkv, B, T, C, NH, stream);
 #else
     attention_forward_flash_cuda(out, lse, qkv, B, T, C, NH, stream);
@@ -520,6 +521,7 @@ static inline void attention_backward_cuda(bf16* dqkv, float* scratch, const bf1
                                            cudaStream_t stream) {
 #ifdef USE_CUDNN
     (void)scratch;
+    attention_check_head_size(C, NH);
     attention_backward_cudnn(dqkv, dout, qkv, out, lse, B, T, C, NH, stream);
 #else
     attention_backward_flash_cuda(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream);

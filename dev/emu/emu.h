@@ -63,6 +63,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <ctype.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -78,6 +79,8 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -447,6 +450,23 @@ static void run_block(const std::function<void()>& body) {
 static bool stream_defer(cudaStream_t s, std::function<void()> run); // emu_runtime.h
 static void execute_kernel(const char* name, const LaunchConfig& cfg, const std::function<void()>& body);
 
+// EMU_LAUNCH_LOG=FILE: each distinct (kernel as written at the launch, threads per block,
+// dynamic shared memory bytes) appended once to FILE, for dev/ptxas_occupancy.py --check-launches.
+static void log_launch(const char* name, const LaunchConfig& cfg) {
+    static const char* path = getenv("EMU_LAUNCH_LOG");
+    static std::set<std::string> seen;
+    if (path == NULL) return;
+    char line[512];
+    snprintf(line, sizeof(line), "%s %zu %zu\n", name, (size_t)cfg.block.x * cfg.block.y * cfg.block.z, cfg.smem);
+    for (char* c = line; *c != '\0'; c++)
+        if (*c == ' ' && c[1] != '\0' && !isdigit((unsigned char)c[1])) *c = '_'; // "kernel<64, 2>": one field
+    if (!seen.insert(line).second) return;
+    FILE* f = fopen(path, "a");
+    if (f == NULL) fail("%s", "EMU_LAUNCH_LOG: cannot open the file for appending");
+    fputs(line, f);
+    fclose(f);
+}
+
 // Checks the launch (errors are returned at launch, as CUDA does), then runs the grid now, or
 // later when its stream still has a collective in flight (emu_runtime.h, stream_defer).
 static void run_kernel(const char* name, const LaunchConfig& cfg, const void* func, const std::function<void()>& body) {
@@ -469,6 +489,7 @@ static void run_kernel(const char* name, const LaunchConfig& cfg, const void* fu
         state.last_error = cudaErrorInvalidValue;
         return;
     }
+    log_launch(name, cfg);
     if (stream_defer(cfg.stream, [name, cfg, body]() { execute_kernel(name, cfg, body); })) return;
     execute_kernel(name, cfg, body);
 }
