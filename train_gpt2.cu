@@ -136,7 +136,7 @@ typedef struct {
     bf16* dqkv;           // (B,T,3C)
     bf16* dfch;           // (B,T,4C), also the GELU input gradient (in place)
     float* reduce;        // fp32 partial sums of the dbias/dweight column reductions
-    float* attention_scratch; // attention_backward_scratch_floats(B,T,C,NH) fp32 (kernels/attention.cuh)
+    float* attention_scratch; // attention_scratch_floats(B,T,C,NH) fp32 (kernels/attention.cuh)
 } BackwardScratchGPU;
 
 typedef struct {
@@ -188,7 +188,7 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
         {BT * C * h, (void**)&model->scratch.dresidual}, {BT * C * h, (void**)&model->scratch.dln},
         {BT * C * h, (void**)&model->scratch.datty}, {BT * 3 * C * h, (void**)&model->scratch.dqkv},
         {BT * 4 * C * h, (void**)&model->scratch.dfch}, {reduce_floats * f, (void**)&model->scratch.reduce},
-        {attention_backward_scratch_floats(B, T, C, NH) * f, (void**)&model->scratch.attention_scratch},
+        {attention_scratch_floats(B, T, C, NH) * f, (void**)&model->scratch.attention_scratch},
     };
     size_t n = sizeof(plan) / sizeof(plan[0]), total = 0;
     for (size_t i = 0; i < n; i++) total += (plan[i].bytes + 255) / 256 * 256;
@@ -546,8 +546,8 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    printf("GPT-2 GPU trainer | ZeRO stage %d | world size %d | device %s (sm_%d%d) | collectives %s\n", ZERO_STAGE,
-           world_size, prop.name, prop.major, prop.minor, ZERO_COMM_NAME);
+    printf("GPT-2 GPU trainer | ZeRO stage %d | world size %d | device %s (sm_%d%d) | collectives %s | attention %s\n",
+           ZERO_STAGE, world_size, prop.name, prop.major, prop.minor, ZERO_COMM_NAME, ATTENTION_IMPLEMENTATION);
     printf("model: %s | L %d | C %d | NH %d | V %d (Vp %d) | maxT %d | parameters %zu\n", init,
            cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
            cfg->max_seq_len, model->layout.num_parameters);
