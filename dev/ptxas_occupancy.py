@@ -19,7 +19,8 @@ Prints the table, then PASS/FAIL lines (tests/lib.sh style):
 Exit 0 when every check passes, 1 otherwise.
   --check-launches LOG   instead: compare LAUNCHES against the launches the CPU emulation saw
                          (EMU_LAUNCH_LOG=LOG, dev/emu/emu.h; lines "NAME THREADS DYNAMIC_SMEM"):
-                         each entry's configuration must be one the real launcher used.
+                         each entry's configuration must be one the real launcher used (entries of
+                         kernels the tests never launch are listed as unchecked, unless they have a floor).
 Usage: python3 dev/ptxas_occupancy.py [--nvcc NVCC] [--check-launches LOG]
 """
 import os
@@ -166,18 +167,23 @@ def check_launches(log):
             name, threads, smem = line.split()
             base = name.split("<")[0]
             seen.setdefault(base, set()).add((int(threads), int(smem)))
-    ok = True
+    ok, unchecked = True, []
     for kernel, (threads, smem, where) in sorted(LAUNCHES.items()):
         base = kernel.split("<")[0]
         if base not in seen:
-            print("FAIL launch_table_%s_launched_in_emulation: the emulated tests never launched it" % base)
-            ok = False
+            if kernel in FLOORS: # its occupancy is a check: its launch must be seen
+                print("FAIL launch_table_%s_launched_in_emulation: the emulated tests never launched it" % base)
+                ok = False
+            else:
+                unchecked.append(kernel)
         elif (threads, smem) not in seen[base]:
             print("FAIL launch_table_%s_matches_launcher: table %d threads, %d bytes; the launcher used %s (%s)"
-                  % (kernel, threads, smem, sorted(seen[base]), where))
+                  % (re.sub(r"\W", "_", kernel).strip("_"), threads, smem, sorted(seen[base]), where))
             ok = False
     if ok:
-        print("PASS launch_table_matches_the_emulated_launches: %d entries, each seen at its launcher" % len(LAUNCHES))
+        print("PASS launch_table_matches_the_emulated_launches: %d entries seen at their launchers%s"
+              % (len(LAUNCHES) - len(unchecked), "; not launched by the emulated tests, so unchecked: " + ", ".join(unchecked)
+                 if unchecked else ""))
     return ok
 
 
