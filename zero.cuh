@@ -5,6 +5,7 @@
  *
  *   zero/layout.h       shard layout and DESIGN.md's formulas (bytes per rank, elements sent)
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, ZeroEngine
+ *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
  *   zero/comm_mpi.h     communication over MPI: every MPI call, the -wt timeout, aborting ranks
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
@@ -99,6 +100,7 @@ typedef float ZeroFloat;
 
 #include "zero/layout.h"
 #include "zero/engine.h"
+#include "zero/progress_cpu.h"
 #include "zero/comm_mpi.h"
 #include "zero/work_units.h"
 #include "zero/engine_cpu.h"
