@@ -138,7 +138,7 @@ typedef struct {
     bf16* dqkv;           // (B,T,3C)
     bf16* dfch;           // (B,T,4C), also the GELU input gradient (in place)
     float* reduce;        // fp32 partial sums of the dbias/dweight column reductions
-    float* attention_rows;// (B,NH,T) fp32: rowsum(dout * out) for attention backward
+    float* attention_scratch; // attention_scratch_floats(B,T,C,NH) fp32 (kernels/attention.cuh)
 } BackwardScratchGPU;
 
 /*
@@ -218,7 +218,7 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
         {BT * C * h, (void**)&model->scratch.dresidual}, {BT * C * h, (void**)&model->scratch.dln},
         {BT * C * h, (void**)&model->scratch.datty}, {BT * 3 * C * h, (void**)&model->scratch.dqkv},
         {BT * 4 * C * h, (void**)&model->scratch.dfch}, {reduce_floats * f, (void**)&model->scratch.reduce},
-        {B * NH * T * f, (void**)&model->scratch.attention_rows},
+        {attention_scratch_floats(B, T, C, NH) * f, (void**)&model->scratch.attention_scratch},
     };
     size_t n = sizeof(plan) / sizeof(plan[0]), total = 0;
     for (size_t i = 0; i < n; i++) total += (plan[i].bytes + 255) / 256 * 256;
@@ -512,7 +512,7 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
         matmul_backward_cuda(s->datty, g.attprojw, g.attprojb, s->reduce, s->dresidual, a->atty + o * C, p.attprojw,
                              BT, C, C, 0, stream);
         OP_MARK(model, OP_ATTENTION_BWD);
-        attention_backward_cuda(s->dqkv, s->attention_rows, s->datty, a->qkv + o * 3 * C, a->atty + o * C,
+        attention_backward_cuda(s->dqkv, s->attention_scratch, s->datty, a->qkv + o * 3 * C, a->atty + o * C,
                                 a->att_lse + o * NH, B, T, C, NH, stream);
         OP_MARK(model, OP_MATMUL_BWD);
         matmul_backward_cuda(s->dln, g.qkvw, g.qkvb, s->reduce, s->dqkv, a->ln1 + o * C, p.qkvw, BT, C, 3 * C, 0, stream);
@@ -646,8 +646,8 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    printf("GPT-2 GPU trainer | ZeRO stage %d | world size %d | device %s (sm_%d%d) | collectives %s\n", ZERO_STAGE,
-           world_size, prop.name, prop.major, prop.minor, ZERO_COMM_NAME);
+    printf("GPT-2 GPU trainer | ZeRO stage %d | world size %d | device %s (sm_%d%d) | collectives %s | attention %s\n",
+           ZERO_STAGE, world_size, prop.name, prop.major, prop.minor, ZERO_COMM_NAME, ATTENTION_IMPLEMENTATION);
     printf("model: %s | L %d | C %d | NH %d | V %d (Vp %d) | maxT %d | parameters %zu\n", init,
            cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
            cfg->max_seq_len, model->layout.num_parameters);

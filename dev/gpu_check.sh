@@ -16,8 +16,9 @@
 #      frontend headers, NCCL, Open MPI, OpenBLAS, compute-sanitizer; it picks the make flags.
 #      No GPU: one STOP line, exit 2 (--build-only goes on to build anyway).
 #   1. build, first what one GPU needs and nothing else (no MPI, no NCCL: make's _nompi_ targets,
-#      zero/mpi_single.h): test_kernels, test_gpt2cu and train_gpt2cu at stage 0, and the
-#      train_gpt2cu built with USE_CUDNN=1 (cuDNN's attention) when cuDNN is here; then, in the
+#      zero/mpi_single.h): test_kernels, test_gpt2cu and train_gpt2cu at stage 0, and beside them
+#      train_gpt2cu and test_kernels with USE_CUDNN=1 (cuDNN's attention; its frontend headers
+#      carried in build/device_deps/cudnn_frontend) when cuDNN is here; then, in the
 #      background while the GPU runs, test_gpt2cu at stages 1-3 and (with Open MPI) the host-
 #      staged MPI backend; random-token shards meanwhile
 #   2. test_kernels: every kernel against its CPU twin
@@ -25,15 +26,17 @@
 #   4. d12 at B=64, T=1024, stage 0, the own attention kernel: 12 steps, steps 3-6 timed op
 #      family by op family (-ot 4: the per-kernel table, common/op_timer.cuh), MFU (llm.c's
 #      6N + 6LCT) and tokens/s from steps 7-12, peak device memory against the formula
-#   5. the same with cuDNN's attention (the USE_CUDNN=1 binary)
+#   5. with cuDNN's attention (the USE_CUDNN=1 binaries): test_kernels (both attention paths vs
+#      the CPU twin), then the d12 run of 4
 #   6. test_gpt2cu at stages 1-3 (one GPU, no MPI: every stage with one rank)
 #   7. compute-sanitizer memcheck over test_kernels (small shapes)
 #   8. with Open MPI: the host-staged MPI backend, 2 ranks on this one GPU at stage 1, vs 1 rank
 # Then the summary: a table (tokens/s, MFU, step ms, peak memory and the formula's bytes) per
 # attention path, the two per-kernel tables, the errors against the reference, and a
-# PASS/FAIL/SKIP line per section. Caps per step (s): build 170 (first part), test_kernels 45,
-# test_gpt2cu 30, d12 70 per attention path, sanitizer 50, the rest 30 each. Expected total (an
-# estimate: never measured on a GPU yet) 330 s; a hang costs one cap, not the call.
+# PASS/FAIL/SKIP line per section. Caps per step (s): build 170 (first part), test_kernels 45 (per
+# binary), test_gpt2cu 30, d12 70 per attention path, sanitizer 50, the rest 30 each. Expected
+# total (an estimate: never measured on a GPU yet) 345 s; a hang costs one cap, not the call, and
+# what the budget cannot hold (stages 1-3, sanitizer, 2 ranks: the least informative) is skipped.
 # Output (at most 8 files): $LOG/gpu_check.txt (all of this), $LOG/op_table_flash.txt and
 # $LOG/op_table_cudnn.txt (the per-kernel tables), $LOG/gpu_check_logs.tgz (every step's log,
 # rewritten after each section), LOG=${OUT:-build/gpu_check}. Data, unpacked libraries:
@@ -48,7 +51,7 @@ BUILD_ONLY=0
 [ "${1:-}" = "--build-only" ] && BUILD_ONLY=1
 
 LOG=${OUT:-build/gpu_check}
-WORK=build/gpu_check_work # data shards, unpacked OpenBLAS, the cuDNN build's tree: never brought back
+WORK=build/gpu_check_work # data shards, unpacked OpenBLAS: never brought back
 mkdir -p "$LOG" "$WORK"
 if [ -n "${OUT:-}" ]; then LOGS=$WORK/logs; else LOGS=$LOG/logs; fi
 rm -rf "$LOGS"
@@ -176,7 +179,8 @@ elif w=$(wheel_dir cudnn.h 'libcudnn.so*'); then
 else row cudnn MISSING "no cudnn.h + libcudnn.so*: the cuDNN attention section is skipped"; fi
 FE=$(first_file cudnn_frontend.h "$DEPS/cudnn_frontend/include" "${HDR_DIRS[@]}" 2>/dev/null || true)
 [ -z "$FE" ] && FE=$(timeout 10 python3 -c 'import cudnn, os; print(os.path.join(os.path.dirname(cudnn.__file__), "include", "cudnn_frontend.h"))' 2>/dev/null || true)
-if [ -n "$FE" ] && [ -f "$FE" ]; then CUDNN_MK+=("CUDNN_FRONTEND_PATH=$(dirname "$FE")"); row cudnn-frontend found "$FE"
+# cuda.mk's CUDNN_FRONTEND_DIR is the folder above include/ (DIR/include/cudnn_frontend.h).
+if [ -n "$FE" ] && [ -f "$FE" ]; then CUDNN_MK+=("CUDNN_FRONTEND_DIR=$(dirname "$(dirname "$FE")")"); row cudnn-frontend found "$FE"
 else [ "$CUDNN_OK" = 1 ] && row cudnn-frontend MISSING "no cudnn_frontend.h (carry it in $DEPS/cudnn_frontend/include): no cuDNN attention"; CUDNN_OK=0; fi
 
 # NCCL: the toolkit/system, else the nvidia-nccl-cu13 wheel; else the NCCL-free MPI-backend builds
@@ -281,7 +285,9 @@ FIRST=(build/cuda/train_gpt2cu_nompi_${SM}_zero0 build/cuda/test_gpt2cu_nompi_${
 [ "$BLAS_OK" = 1 ] && FIRST=(build/test_kernels "${FIRST[@]}")
 LATER=(build/cuda/test_gpt2cu_nompi_${SM}_zero1 build/cuda/test_gpt2cu_nompi_${SM}_zero2 build/cuda/test_gpt2cu_nompi_${SM}_zero3)
 [ "$MPI_OK" = 1 ] && LATER+=(build/cuda/train_gpt2cu_mpi_${SM}_zero0 build/cuda/train_gpt2cu_mpi_${SM}_zero1)
-CUDNN_BIN=$WORK/train_gpt2cu_cudnn
+CUDNN_BIN=build/cuda/train_gpt2cu_nompi_cudnn_${SM}_zero0
+CUDNN_BUILD=("$CUDNN_BIN")
+[ "$BLAS_OK" = 1 ] && CUDNN_BUILD+=(build/cuda/test_kernels_cudnn_${SM})
 
 TRAIN_BIN=data/tinyshakespeare/tiny_shakespeare_train.bin
 VAL_BIN=data/tinyshakespeare/tiny_shakespeare_val.bin
@@ -322,16 +328,10 @@ built_missing() {
         if [ ! -x "$b" ] || grep -qF "] $b] Error" "$log" || grep -qF ": $b] Error" "$log"; then echo "$(basename "$b")"; rm -f "$b"; fi
     done
 }
-# The cuDNN binary in a copy of the tree (its own flags and stamps, beside the other builds).
-build_cudnn() {
-    rm -rf "$WORK/cudnn_tree" "$CUDNN_BIN"; mkdir -p "$WORK/cudnn_tree"
-    cp -r Makefile cuda.mk emu.mk *.cu *.c *.cuh common cpu kernels zero dev "$WORK/cudnn_tree/" 2>/dev/null
-    (cd "$WORK/cudnn_tree" && make train_gpt2cu USE_CUDNN=1 NO_USE_MPI=1 ZERO_STAGE=0 "${MK[@]}" "${CUDNN_MK[@]}") &&
-        cp "$WORK/cudnn_tree/train_gpt2cu" "$CUDNN_BIN"
-}
 missing=()
 if t=$(limit 170 60); then
-    if [ "$CUDNN_OK" = 1 ]; then (timeout -k 5 "$t" bash -c "$(declare -f build_cudnn); $(declare -p WORK CUDNN_BIN MK CUDNN_MK); build_cudnn" >"$LOGS/build_cudnn.log" 2>&1) & CUDNN_PID=$!; fi
+    # The cuDNN binaries (named targets: no stamps shared with the build beside them).
+    if [ "$CUDNN_OK" = 1 ]; then (run_to "$t" "$LOGS/build_cudnn.log" make -k -j"$JOBS" "${MK[@]}" "${CUDNN_MK[@]}" "${CUDNN_BUILD[@]}") & CUDNN_PID=$!; fi
     run_to "$t" "$LOGS/build.log" make -k -j"$JOBS" "${MK[@]}" "${FIRST[@]}"
     build_rc=$?
     mapfile -t missing < <(built_missing "$LOGS/build.log" "${FIRST[@]}")
@@ -339,8 +339,9 @@ if t=$(limit 170 60); then
     else record build_one_gpu FAIL "$(rc_text $build_rc "$t"); not built: ${missing[*]}: $(grep -m3 -E 'error|Error|undefined reference|cannot find' "$LOGS/build.log" | cut -c1-300 | tr '\n' ' ')"; fi
     if [ "$CUDNN_OK" = 1 ]; then
         wait "$CUDNN_PID"
-        if [ -x "$CUDNN_BIN" ]; then record build_cudnn PASS "train_gpt2cu USE_CUDNN=1 ($(elapsed))"
-        else record build_cudnn FAIL "$(grep -m3 -E 'error|Error' "$LOGS/build_cudnn.log" | cut -c1-300 | tr '\n' ' ')"; fi
+        mapfile -t cudnn_missing < <(built_missing "$LOGS/build_cudnn.log" "${CUDNN_BUILD[@]}")
+        if [ ${#cudnn_missing[@]} -eq 0 ]; then record build_cudnn PASS "${#CUDNN_BUILD[@]} binaries with USE_CUDNN=1, no MPI ($(elapsed))"
+        else record build_cudnn FAIL "not built: ${cudnn_missing[*]}: $(grep -m3 -E 'error|Error' "$LOGS/build_cudnn.log" | cut -c1-300 | tr '\n' ' ')"; fi
     else record build_cudnn SKIP "no cuDNN or no frontend headers (probe)"; fi
 else
     skip_budget build_one_gpu 60
@@ -362,16 +363,21 @@ fi
 
 # =============================================================================================
 # 2. kernels vs CPU twins
-if [ ! -x build/test_kernels ]; then
-    record test_kernels SKIP "build/test_kernels not built$([ "$BLAS_OK" = 0 ] && echo ' (no OpenBLAS)')"
-elif t=$(limit 45 15); then
-    run_to "$t" "$LOGS/test_kernels.log" ./build/test_kernels
-    rc=$?
-    grep -E '^(PASS|FAIL|INFO)|^note' "$LOGS/test_kernels.log"
-    npass=$(grep -c '^PASS' "$LOGS/test_kernels.log"); nfail=$(grep -c '^FAIL' "$LOGS/test_kernels.log")
-    if [ $rc -eq 0 ] && [ "$nfail" -eq 0 ]; then record test_kernels PASS "$npass checks"
-    else record test_kernels FAIL "$(rc_text $rc "$t"), $npass passed, $nfail failed: $(grep -m1 -E '^FAIL|error' "$LOGS/test_kernels.log" | cut -c1-200)"; fi
-else skip_budget test_kernels 15; fi
+# kernel_tests NAME BINARY: one section (test_kernels; test_kernels_cudnn checks both attention paths)
+kernel_tests() {
+    local name=$1 bin=$2 log=$LOGS/$1.log t rc npass nfail
+    if [ ! -x "$bin" ]; then
+        record "$name" SKIP "$bin not built$([ "$BLAS_OK" = 0 ] && echo ' (no OpenBLAS)')"
+    elif t=$(limit 45 15); then
+        run_to "$t" "$log" "./$bin"
+        rc=$?
+        grep -E '^(PASS|FAIL|INFO)|^note' "$log" | sed "s/^/[$name] /"
+        npass=$(grep -c '^PASS' "$log"); nfail=$(grep -c '^FAIL' "$log")
+        if [ $rc -eq 0 ] && [ "$nfail" -eq 0 ]; then record "$name" PASS "$npass checks"
+        else record "$name" FAIL "$(rc_text $rc "$t"), $npass passed, $nfail failed: $(grep -m1 -E '^FAIL|error' "$log" | cut -c1-200)"; fi
+    else skip_budget "$name" 15; fi
+}
+kernel_tests test_kernels build/test_kernels
 archive
 
 # =============================================================================================
@@ -423,7 +429,11 @@ throughput() {
 }
 throughput flash "build/cuda/train_gpt2cu_nompi_${SM}_zero0"
 archive
-if [ -x "$CUDNN_BIN" ]; then throughput cudnn "$CUDNN_BIN"; else record train_d12_cudnn SKIP "no USE_CUDNN=1 binary (build_cudnn)"; fi
+if [ -x "$CUDNN_BIN" ]; then
+    # cuDNN's attention against the CPU twin first (the flash path again beside it), then its speed
+    [ "$BLAS_OK" = 1 ] && kernel_tests test_kernels_cudnn "build/cuda/test_kernels_cudnn_${SM}"
+    throughput cudnn "$CUDNN_BIN"
+else record train_d12_cudnn SKIP "no USE_CUDNN=1 binary (build_cudnn)"; fi
 archive
 for s in 1 2 3; do reference "$s"; done
 archive

@@ -9,9 +9,11 @@
 # collective (collectives complete late) or, with EMU_LAZY=1 (kernels queued until waited for), a
 # collective started before the kernels producing its input ran; wrong host logic around the
 # kernels.
-#   1. test_emu: the emulation catches the bugs it claims to (deliberately broken kernels);
-#      test_cublaslt_emu: the cuBLASLt model against a double-precision GEMM and its error cases.
-#   2. test_kernels: every kernel vs its CPU twin, under two scheduling seeds.
+#   1. test_emu, test_emu_ptx: the emulation catches the bugs it claims to (deliberately broken
+#      kernels; test_emu_ptx for mma.sync, ldmatrix and cp.async); test_cublaslt_emu: the
+#      cuBLASLt model against a double-precision GEMM and its error cases.
+#   2. test_kernels: every kernel vs its CPU twin, under two scheduling seeds; the launches seen
+#      match dev/ptxas_occupancy.py's launch table.
 #   3. test_gpt2cu at ZeRO stages 0-3 (one rank): the GPU model vs the PyTorch reference.
 #   4. train_gpt2cu, the reference model's config (V 1000, L 2, C 64) on synthetic tokens, 6 steps:
 #      2 ranks at stages 0-3 (NCCL build: NCCL's collectives carried by MPI and completing only
@@ -55,12 +57,19 @@ run_tests() {
 }
 
 run_tests emu_self "" build/emu/test_emu
+run_tests emu_ptx "" build/emu/test_emu_ptx
 run_tests emu_cublaslt_model "emu_cublaslt_model_" build/emu/test_cublaslt_emu
+# EMU_LAUNCH_LOG: every launch's configuration, for the occupancy table's cross-check below.
+export EMU_LAUNCH_LOG=$ET/launches.txt
 for seed in 1 2; do run_tests emu_kernels_seed$seed "emu_seed${seed}_" env EMU_SEED=$seed build/emu/test_kernels; done
 # The fallbacks of every fused cuBLASLt epilogue (GELU_AUX_BIAS, DGELU_BGRAD, BGRADB): the model's
 # heuristic refuses them, as cuBLASLt may for a shape, and the unfused kernels must agree too.
 run_tests emu_kernels_unfused "emu_unfused_" env EMU_CUBLASLT_NO_FUSED=1 build/emu/test_kernels
 for stage in 0 1 2 3; do run_tests emu_test_gpt2cu_z$stage "emu_z${stage}_" build/emu/test_gpt2cu_z$stage; done
+unset EMU_LAUNCH_LOG
+# dev/ptxas_occupancy.py's launch table (threads, dynamic shared memory at d12, behind t_62's
+# occupancy figures) against what the launchers really asked for in the runs above.
+run_tests emu_launch_table "emu_" python3 dev/ptxas_occupancy.py --check-launches "$ET/launches.txt"
 
 # Synthetic tokens below V = 1000 (the reference model's vocabulary), llm.c shard format.
 python3 tests/markov_shards.py "$ET" 1000 20000 4000 7
