@@ -49,6 +49,7 @@
 #include "zero.cuh"
 #include "common/train_setup.h" // after zero.cuh: starts the ranks through it
 #include "common/noise_scale.h" // the GNS meter's glue to the engine, shared with train_gpt2.c: after zero.cuh
+#include "common/batch_schedule_trainer.h" // the batch schedule's glue, shared with train_gpt2.c: after noise_scale.h
 
 #include "common/cuda_utils.cuh"
 #include "common/op_timer.cuh"
@@ -637,7 +638,7 @@ static double gpu_used_mib(void) {
 // trainer), the GNS meter's set-up, on stdout and as the log's config record.
 static void print_run_config(const TrainArgs* args, const GPT2* model, const char* init, const DataLoader* train_loader,
                              int do_val, int grad_accum_steps, int total_batch_tokens, int max_steps, int start_step,
-                             const GradientNoiseScale* gns, Logger* logger) {
+                             const GradientNoiseScale* gns, const BatchSchedule* batch, Logger* logger) {
     const GPT2Config* cfg = &model->config;
     const ZeroEngine* z = &model->zero;
     int B = model->B, T = model->T, world_size = z->world_size;
@@ -654,6 +655,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     printf("batch: B %d x T %d x %d ranks x %d accumulation steps = %d tokens | steps %d | lr %g (%s, warmup %d, final x%g)\n",
            B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args->learning_rate,
            args->lr_schedule, args->warmup_steps, args->final_lr_fraction);
+    batch_schedule_print_setup(batch);
     zero_print_accounting(z, grad_accum_steps, stdout);
     printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB (master + m + v), working units %.1f MiB, "
            "activations %.1f MiB\n", z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
@@ -670,13 +672,13 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     printf("train: %zu tokens | val: %s\n", train_loader->num_tokens_total, do_val ? args->val_pattern : "off");
     noise_scale_print_setup(gns);
     if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, init);
-    char init_text[8192], gns_fields[256];
+    char init_text[8192], gns_fields[256], batch_fields[512];
     logger_record(logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
                   "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
                   "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,"
                   "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
-                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\",\"device\":\"%s\",\"collectives\":\"%s\",%s",
+                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\",\"device\":\"%s\",\"collectives\":\"%s\",%s,%s",
                   json_escape(init_text, sizeof(init_text), args->init), cfg->num_layers, cfg->channels, cfg->num_heads,
                   cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
@@ -685,7 +687,8 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   zero_state_bytes_formula_mixed(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_mixed_text[ZERO_STAGE],
                   zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps),
                   zero_elements_sent_formula_text[ZERO_STAGE], prop.name, ZERO_COMM_NAME,
-                  noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns));
+                  noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns),
+                  batch_schedule_config_fields(batch_fields, sizeof(batch_fields), batch));
     fflush(stdout);
 }
 
@@ -696,11 +699,12 @@ typedef struct {
     float lr;
     int timed_alone; // a host sync came before it (or it is the first): time it from its own start event
     int first;       // the run's first step: warm-up costs, left out of the mean
+    int batch_tokens; // its batch (the schedule's)
 } StepPending;
 
 typedef struct {
     long long tokens_seen;
-    double train_seconds, comm_wait_s, peak_used_mib;
+    double train_seconds, comm_wait_s, peak_used_mib, timed_tokens;
     int timed_steps;
 } TrainStats;
 
@@ -709,12 +713,15 @@ typedef struct {
  * next step is already queued): the loss (the mean over ranks, as one process with the global
  * batch would report it), the norm, the GNS meter's update, the step line and the log record.
  * Step time is device time: from the previous step's end to this one's (so a gap the host left
- * shows), or from its own start after a host sync. Returns 0 when the run must stop (a non-finite
- * loss or norm: every rank sees the same all-reduced values, so every rank stops).
+ * shows), or from its own start after a host sync. Then the batch schedule's decision for the
+ * step after it (common/batch_schedule_trainer.h: it needs this step's meter update; a no-op for
+ * a fixed batch). Returns 0 when the run must stop (a non-finite loss or norm: every rank sees the
+ * same all-reduced values, so every rank stops).
  */
-static int finish_step(GPT2* model, StepPending* p, GradientNoiseScale* gns, Logger* logger, TrainStats* stats,
-                       int total_batch_tokens, double model_flops_per_token) {
+static int finish_step(GPT2* model, StepPending* p, BatchSchedule* batch, GradientNoiseScale* gns, Logger* logger,
+                       TrainStats* stats, double model_flops_per_token) {
     ZeroEngine* z = &model->zero;
+    int total_batch_tokens = p->batch_tokens;
     ZeroStepResult r;
     zero_step_result(z, p->step, &r);
     float train_loss = (float)zero_all_reduce_mean(z, model->loss_host[p->step % ZERO_STEP_SLOTS], "train loss");
@@ -726,7 +733,10 @@ static int finish_step(GPT2* model, StepPending* p, GradientNoiseScale* gns, Log
     // The mean leaves out the first step (warm-up costs) and the steps timed op by op (-ot).
     int profiled = op_timer_times_step(&model->timer, p->step);
     op_timer_step_read(&model->timer, p->step, r.device_seconds, r.comm_wait_s);
-    if (!p->first && !profiled) { stats->train_seconds += seconds; stats->comm_wait_s += r.comm_wait_s; stats->timed_steps++; }
+    if (!p->first && !profiled) {
+        stats->train_seconds += seconds; stats->comm_wait_s += r.comm_wait_s; stats->timed_tokens += total_batch_tokens;
+        stats->timed_steps++;
+    }
     double tokens_per_s = total_batch_tokens / seconds;
     double mfu = tokens_per_s * model_flops_per_token / (PEAK_BF16_FLOPS * z->world_size);
     double mean_step = stats->timed_steps > 0 ? stats->train_seconds / stats->timed_steps : seconds;
@@ -755,6 +765,7 @@ static int finish_step(GPT2* model, StepPending* p, GradientNoiseScale* gns, Log
         zero_ranks_stop();
         return 0;
     }
+    batch_schedule_after_step(batch, z, gns, r.step, model->B, model->T, logger);
     return 1;
 }
 
@@ -765,8 +776,8 @@ int main(int argc, char** argv) {
     train_run_start(&run, &argc, &argv);
     TrainArgs args = run.args;
     int rank = run.rank, world_size = run.world_size, B = args.B, T = args.T;
-    int total_batch_tokens = run.total_batch_tokens, grad_accum_steps = run.grad_accum_steps;
     int start_step = run.start_step, do_val = run.do_val;
+    BatchSchedule* batch = &run.batch; // the batch of every step: common/batch_schedule.h
 
     DataLoader train_loader, val_loader;
     dataloader_init(&train_loader, args.train_pattern, B, T, rank, world_size);
@@ -784,11 +795,14 @@ int main(int argc, char** argv) {
         // Adam m, v and the data position from this rank's state file; the master weights came
         // from the model file (fp32); the bf16 parameters are re-rounded as the last step did.
         DataLoaderState data;
-        zero_checkpoint_load_state(z, args.output_dir, start_step, args.seed, total_batch_tokens, &data.shard_index,
-                                   &data.position, &saved_gns);
+        BatchScheduleState saved_batch;
+        zero_checkpoint_load_state(z, args.output_dir, start_step, args.seed, batch_schedule_expected_at(batch, start_step),
+                                   &data.shard_index, &data.position, &saved_gns, &saved_batch);
         dataloader_set_state(&train_loader, data);
+        batch_schedule_restore(batch, &saved_batch, start_step, rank);
         zero_params_round_as_step(z, start_step);
     }
+    int total_batch_tokens = batch->state.batch_tokens, grad_accum_steps = batch_schedule_grad_accum_steps(batch);
     int max_steps = train_run_checks_with_model(&run, &model.config, &train_loader, do_val ? &val_loader : NULL);
 
     Tokenizer tokenizer = {0}; // only read when samples are printed
@@ -810,11 +824,15 @@ int main(int argc, char** argv) {
     noise_scale_setup(&gns, args.gns_beta, B, T, world_size, grad_accum_steps, total_batch_tokens);
     noise_scale_restore(&gns, &saved_gns, rank); // resume: the EMAs go on where the checkpoint left them
     if (rank == 0) print_run_config(&args, &model, run.init, &train_loader, do_val,
-                                    grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, &logger);
+                                    grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, batch, &logger);
 
     TrainStats stats = {0};
-    stats.tokens_seen = (long long)start_step * total_batch_tokens;
+    stats.tokens_seen = batch->state.tokens_seen; // 0, or the checkpoint's
     StepPending pending = {0};
+    // A batch schedule (-d auto, -ds) picks step t+1's batch from step t's results: then the host
+    // reads each step back before queueing the next (one wait per step, the schedule's cost);
+    // with a fixed batch it reads step t while step t+1 is already queued.
+    int sync_each_step = batch->kind != BATCH_FIXED;
     float last_val_loss = NAN;
     int synced = 1; // a host sync (eval, sample, checkpoint) since the last step: its gap is not the step's
     for (int step = start_step; step <= max_steps; step++) {
@@ -825,8 +843,8 @@ int main(int argc, char** argv) {
                              (step % args.checkpoint_every == 0 || last_step);
         // Before anything that reads the model or the meter, or ends the run: the last step's
         // results (printed, logged, into the meter).
-        if (pending.step > 0 && (val_due || sample_due || checkpoint_due || last_step || run.fault.step == step)) {
-            if (!finish_step(&model, &pending, &gns, &logger, &stats, total_batch_tokens, model_flops_per_token)) return 1;
+        if (pending.step > 0 && (sync_each_step || val_due || sample_due || checkpoint_due || last_step || run.fault.step == step)) {
+            if (!finish_step(&model, &pending, batch, &gns, &logger, &stats, model_flops_per_token)) return 1;
             synced = 1;
         }
         z->step = step + 1; // diagnoses name steps as the step lines do: from 1
@@ -840,15 +858,18 @@ int main(int argc, char** argv) {
         if (sample_due) gpt2_sample(&model, &tokenizer, args.gen_tokens, (uint64_t)args.seed + (uint64_t)step, rank == 0);
         if (checkpoint_due) {
             DataLoaderState data = dataloader_get_state(&train_loader);
-            zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, total_batch_tokens,
-                                 &gns.meter);
+            batch->state.tokens_seen = stats.tokens_seen;
+            zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, &batch->state, &gns.meter);
         }
         if (last_step || test_fault_at_step(&run.fault, step, rank)) break;
 
         // One optimizer step, enqueued without waiting: micro-steps of forward + backward (each
         // unit's collective starts on the comm stream as backward finishes it), then AdamW on
         // the owned slices with its clip factor on the device; the loss is copied to pinned
-        // memory behind the last forward. The host goes on to the previous step's results.
+        // memory behind the last forward. The host goes on to the previous step's results. The
+        // batch is the schedule's, decided after the previous step.
+        total_batch_tokens = batch->state.batch_tokens;
+        grad_accum_steps = batch_schedule_grad_accum_steps(batch);
         int t = step + 1, slot = t % ZERO_STEP_SLOTS;
         zero_step_begin(z, t);
         op_timer_step_begin(&model.timer, t);
@@ -864,20 +885,20 @@ int main(int argc, char** argv) {
         z->measure_local_grad_norm = 0;
         CUDA_CHECK(cudaMemcpyAsync(model.loss_host + slot, model.loss_sum_device + slot, sizeof(float), cudaMemcpyDeviceToHost,
                                    z->compute));
-        float lr = lr_at_step(&schedule, step);
+        float lr = (float)(lr_at_step(&schedule, step) * batch_schedule_lr_scale(batch));
         OP_MARK(&model, OP_OPTIMIZER);
         zero_optimizer_step_async(z, &opt, lr, t);
         op_timer_step_end(&model.timer);
         model.loss_slot = LOSS_EVAL_SLOT;
-        if (pending.step > 0 && !finish_step(&model, &pending, &gns, &logger, &stats, total_batch_tokens, model_flops_per_token))
+        if (pending.step > 0 && !finish_step(&model, &pending, batch, &gns, &logger, &stats, model_flops_per_token))
             return 1;
-        pending = StepPending{t, max_steps, lr, synced, t == start_step + 1};
+        pending = StepPending{t, max_steps, lr, synced, t == start_step + 1, total_batch_tokens};
         synced = 0;
     }
-    if (pending.step > 0 && !finish_step(&model, &pending, &gns, &logger, &stats, total_batch_tokens, model_flops_per_token))
+    if (pending.step > 0 && !finish_step(&model, &pending, batch, &gns, &logger, &stats, model_flops_per_token))
         return 1;
     if (rank == 0 && stats.timed_steps > 0) {
-        double tokens_per_s = (double)total_batch_tokens * stats.timed_steps / stats.train_seconds;
+        double tokens_per_s = stats.timed_tokens / stats.train_seconds;
         printf("done: mean step %.1f ms (comm wait %.1f ms), %.0f tok/s, MFU %.1f%% over %d steps, peak GPU memory %.1f MiB "
                "(%.1f above the CUDA context)%s", 1000.0 * stats.train_seconds / stats.timed_steps,
                1000.0 * stats.comm_wait_s / stats.timed_steps, tokens_per_s,
