@@ -169,7 +169,7 @@ else row cublasLt MISSING "no cublasLt.h + libcublasLt.so in $CUDA_HOME or the n
 
 # cuDNN (the USE_CUDNN=1 attention): the library and its headers (system or the nvidia-cudnn
 # wheel), and the frontend's header-only C++ API (PyPI nvidia-cudnn-frontend, or carried in
-# build/device_deps/cudnn_frontend/include)
+# build/device_deps/cudnn_frontend/include, or build/cudnn_frontend/include, made by make here)
 CUDNN_OK=0
 CUDNN_MK=()
 if h=$(first_file cudnn.h "${HDR_DIRS[@]}") && l=$(first_file 'libcudnn.so*' "${LIB_DIRS[@]}"); then
@@ -177,7 +177,7 @@ if h=$(first_file cudnn.h "${HDR_DIRS[@]}") && l=$(first_file 'libcudnn.so*' "${
 elif w=$(wheel_dir cudnn.h 'libcudnn.so*'); then
     CUDNN_OK=1; CUDNN_MK+=("CUDNN_HOME=$w"); CUDNN_LIBDIR=$w/lib; row cudnn wheel "$w (CUDNN_HOME)"
 else row cudnn MISSING "no cudnn.h + libcudnn.so*: the cuDNN attention section is skipped"; fi
-FE=$(first_file cudnn_frontend.h "$DEPS/cudnn_frontend/include" "${HDR_DIRS[@]}" 2>/dev/null || true)
+FE=$(first_file cudnn_frontend.h "$DEPS/cudnn_frontend/include" build/cudnn_frontend/include "${HDR_DIRS[@]}" 2>/dev/null || true)
 [ -z "$FE" ] && FE=$(timeout 10 python3 -c 'import cudnn, os; print(os.path.join(os.path.dirname(cudnn.__file__), "include", "cudnn_frontend.h"))' 2>/dev/null || true)
 # cuda.mk's CUDNN_FRONTEND_DIR is the folder above include/ (DIR/include/cudnn_frontend.h).
 if [ -n "$FE" ] && [ -f "$FE" ]; then CUDNN_MK+=("CUDNN_FRONTEND_DIR=$(dirname "$(dirname "$FE")")"); row cudnn-frontend found "$FE"
