@@ -63,7 +63,8 @@ LAUNCHES = {
     "residual_backward_kernel": (256, 0, "residual_backward_cuda"),
     "matmul_dbias_partial_kernel": (256, 0, "matmul_backward_cuda: dim3(32, 8)"),
     "matmul_dbias_final_kernel": (256, 0, "matmul_backward_cuda"),
-    "norm_squared_partial_kernel": (256, 0, "norm_squared_cuda"),
+    "norm_squared_partial_kernel<__nv_bfloat16>": (256, 0, "norm_squared_cuda: bf16 parameters"),
+    "norm_squared_partial_kernel<float>": (256, 0, "norm_squared_cuda: the fp32 gradient shard"),
     "norm_squared_final_kernel": (512, 0, "norm_squared_cuda"),
 }
 
