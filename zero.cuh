@@ -6,6 +6,7 @@
  *   zero/layout.h       shard layout and DESIGN.md's formulas (bytes per rank, elements sent)
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, ZeroEngine
  *   zero/comm_mpi.h     communication over MPI: every MPI call, the -wt timeout, aborting ranks
+ *   zero/comm_ring.h    the unit collectives as rings over MPI point-to-point (bytes = formula)
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
@@ -82,6 +83,13 @@
 #error "ZERO_STAGE must be 0, 1, 2 or 3"
 #endif
 
+// 1: the unit collectives of the MPI path (CPU engine, host-staged GPU backend) are the engine's
+// own rings (zero/comm_ring.h); 0: MPI's non-blocking collectives, whatever algorithm the library
+// picks (make ZERO_RING=0; kept to measure the difference, dev/bench/cluster_bench.sh).
+#ifndef ZERO_RING
+#define ZERO_RING 1
+#endif
+
 // Per-rank slices are multiples of this many elements (256 bytes of fp32), so every shard
 // starts aligned for SIMD on the CPU and for vectorized bf16 loads on the GPU.
 #define ZERO_ALIGN 64
@@ -100,6 +108,7 @@ typedef float ZeroFloat;
 #include "zero/layout.h"
 #include "zero/engine.h"
 #include "zero/comm_mpi.h"
+#include "zero/comm_ring.h"
 #include "zero/work_units.h"
 #include "zero/engine_cpu.h"
 #include "zero/accounting.h"

@@ -260,9 +260,9 @@ static void zero_host_staged_collective(ZeroEngine* z, ZeroOpKind kind, const bf
     else if (kind == ZERO_OP_REDUCE_SCATTER) zero_op_reduce_scatter(z, &op, host, n, unit, what);
     else zero_op_all_gather(z, &op, NULL, host, n, unit, what);
     zero_op_wait(z, &op);
-    // Up: the whole unit, or (reduce-scatter) the rank's reduced slice, which MPI leaves at the
-    // start of the buffer, to its own place as NCCL's in-place reduce-scatter would.
-    size_t up_from = 0, up_to = kind == ZERO_OP_REDUCE_SCATTER ? first : 0, up_n = kind == ZERO_OP_REDUCE_SCATTER ? shard : n;
+    // Up: the whole unit, or (reduce-scatter) the rank's reduced slice, from where the MPI path
+    // leaves it (zero_reduce_scatter_result) to its own place as NCCL's in-place reduce-scatter would.
+    size_t up_from = kind == ZERO_OP_REDUCE_SCATTER ? (size_t)(zero_reduce_scatter_result(z, host, n) - host) : 0, up_to = kind == ZERO_OP_REDUCE_SCATTER ? first : 0, up_n = kind == ZERO_OP_REDUCE_SCATTER ? shard : n;
     for (size_t i = 0; i < up_n; i++) host_half[i] = __float2bfloat16(host[up_from + i]);
     CUDA_CHECK(cudaMemcpyAsync(buf + up_to, host_half, up_n * sizeof(bf16), cudaMemcpyHostToDevice, z->comm));
     zero_stream_synchronize(z, z->comm, what); // host_half is reused by the next collective

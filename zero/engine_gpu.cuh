@@ -200,7 +200,7 @@ static void zero_free(ZeroEngine* z) {
     free(z->stall_begin); free(z->stall_end);
     CUDA_CHECK(cudaFree(z->norm_device)); CUDA_CHECK(cudaFree(z->norm_scratch));
     CUDA_CHECK(cudaFreeHost(z->norm_host));
-    free(z->host_float); free(z->host_bf16);
+    free(z->host_float); free(z->host_bf16); free(z->ring_scratch);
     CUDA_CHECK(cudaStreamDestroy(z->compute));
     CUDA_CHECK(cudaStreamDestroy(z->comm));
 }
