@@ -5,8 +5,13 @@
  *
  *   zero/layout.h       shard layout and DESIGN.md's formulas (bytes per rank, elements sent)
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, ZeroEngine
- *   zero/comm_mpi.h     communication over MPI: every MPI call, the -wt timeout, aborting ranks
+ *   zero/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
+ *   zero/cluster.h      this rank, its host, every rank's host; what it is waiting for now
+ *   zero/comm_mpi.h     communication over MPI: the engine's MPI calls, the -wt timeout, aborting ranks
  *   zero/comm_ring.h    the unit collectives as rings over MPI point-to-point (bytes = formula)
+ *   zero/faults.h       each rank's line when the job ends under it; the lost-host check
+ *   zero/handshake.h    start-up across hosts, bounded by -wt: fingerprint, agreement, broadcasts
+ *   zero/run_lock.h     one output dir, one run: the lock
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
@@ -107,8 +112,13 @@ typedef float ZeroFloat;
 
 #include "zero/layout.h"
 #include "zero/engine.h"
+#include "zero/launcher.h"
+#include "zero/cluster.h"
 #include "zero/comm_mpi.h"
 #include "zero/comm_ring.h"
+#include "zero/faults.h"
+#include "zero/handshake.h"
+#include "zero/run_lock.h"
 #include "zero/work_units.h"
 #include "zero/engine_cpu.h"
 #include "zero/accounting.h"

@@ -23,6 +23,7 @@ static void zero_print_accounting(const ZeroEngine* z, int grad_accum_steps, FIL
     fprintf(out, "zero: bytes per rank: params %zu + grads %zu + optimizer %zu = %zu; formula %s = %zu (%s) | working units %zu | ring receive buffer %zu\n",
             z->bytes_params, z->bytes_grads, z->bytes_optimizer, state, formula_text, formula,
             state == formula ? "equal" : "DIFFERENT", z->bytes_working, z->bytes_ring);
+    zero_print_cluster(out);
     fprintf(out, "zero: elements sent per rank per step (ring count, A = %d micro-steps): formula %s = %lld (%.1f MiB %s); counted on each step line\n",
             grad_accum_steps, zero_elements_sent_formula_text[ZERO_STAGE], sent, sent * (double)sizeof(ZeroFloat) / 1048576.0,
             ZERO_HAS_MASTER ? "bf16" : "fp32");

@@ -39,7 +39,11 @@ static double zero_clock(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-#if !ZERO_GPU_BUILD // the GPU build's start-up also picks the device: zero/engine_gpu.cuh
+static void zero_ranks_stop(void);                        // below (CPU), zero/comm_gpu.cuh (GPU)
+static void zero_ranks_started(int rank, int world_size); // zero/handshake.h
+static void zero_run_lock_release(void);                  // zero/run_lock.h
+
+#if !ZERO_GPU_BUILD // the GPU build's start-up also picks the device: zero/comm_gpu.cuh
 // Start the ranks: under mpirun each process learns its rank; run directly, MPI starts as a
 // singleton (world size 1). OpenMP threads never call MPI, hence FUNNELED.
 static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size) {
@@ -48,9 +52,13 @@ static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); // MPI_CHECK reports, then aborts
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, world_size));
+    zero_ranks_started(*rank, *world_size);
 }
 
-static void zero_ranks_stop(void) { MPI_Finalize(); }
+static void zero_ranks_stop(void) {
+    zero_run_lock_release();
+    MPI_Finalize();
+}
 #endif
 
 // Every rank waits here until all arrive (start-up only, before the engine exists; no timeout).
@@ -81,9 +89,9 @@ static void zero_abort_all_ranks(int code) {
 // buffer, unit and step. The caller aborts every rank after it.
 static void zero_report_timeout(const ZeroEngine* z, const ZeroOp* op, int step, double waited) {
     char unit[64];
-    fprintf(stderr, "error: rank %d: %s of %s, unit %s, at step %d waited %.1f s, longer than -wt %g s; "
+    fprintf(stderr, "error: rank %d (%s): %s of %s, unit %s, at step %d waited %.1f s, longer than -wt %g s; "
             "expected every rank to reach this collective (a rank died or is stuck); aborting all ranks\n",
-            z->rank, zero_op_names[op->kind], op->what, zero_unit_name(z->layout, op->unit, unit, sizeof(unit)),
+            z->rank, zero_cluster.host, zero_op_names[op->kind], op->what, zero_unit_name(z->layout, op->unit, unit, sizeof(unit)),
             step, waited, z->timeout_s);
 }
 
@@ -113,6 +121,7 @@ static void zero_op_wait(ZeroEngine* z, ZeroOp* op) {
     if (op->kind == ZERO_OP_NONE) return;
     double start = zero_clock();
     long spins = 0;
+    zero_waiting_begin(zero_op_names[op->kind], op->what, op->unit, z->step, start);
     for (;;) {
         if (zero_op_test(z, op)) break;
         double waited = zero_clock() - start;
@@ -127,6 +136,7 @@ static void zero_op_wait(ZeroEngine* z, ZeroOp* op) {
             nanosleep(&ts, NULL);
         }
     }
+    zero_waiting_end();
     double waited = zero_clock() - start;
     z->comm_wait_s_step += waited;
     z->comm_wait_s_total += waited;
