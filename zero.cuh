@@ -55,6 +55,7 @@
 #ifndef ZERO_CUH
 #define ZERO_CUH
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

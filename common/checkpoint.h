@@ -171,17 +171,17 @@ static void model_file_read_params(const char* path, const ParamLayout* layout, 
 
 /*
  * Check the parameter checksum of a model file this trainer wrote (header[8] == MODEL_FILE_EXTRA;
- * other llm.c files have none and pass). Exits 1 with one line when it differs. Sets *run_id and
- * *step from the header (0 when not set); either may be NULL.
+ * other llm.c files have none and pass). Returns 0, or -1 with one error line (no newline) in
+ * err when it differs. Sets *run_id and *step from the header (0 when not set); either may be NULL.
  */
-static void model_file_verify(const char* path, uint64_t* run_id, int* step) {
+static int model_file_verify(const char* path, uint64_t* run_id, int* step, char* err, size_t err_cap) {
     if (run_id) *run_id = 0;
     if (step) *step = 0;
     FILE* f = fopen(path, "rb");
     int header[MODEL_HEADER_INTS];
     if (f == NULL || fread(header, sizeof(int), MODEL_HEADER_INTS, f) != MODEL_HEADER_INTS || header[8] != MODEL_FILE_EXTRA) {
         if (f) fclose(f);
-        return; // no checksum (or unreadable: model_file_read_header says why)
+        return 0; // no checksum (or unreadable: model_file_read_header says why)
     }
     size_t chunk = 1 << 20, got;
     float* buf = (float*)malloc(chunk * sizeof(float));
@@ -191,12 +191,13 @@ static void model_file_verify(const char* path, uint64_t* run_id, int* step) {
     fclose(f);
     uint64_t stored = (uint64_t)(uint32_t)header[9] | (uint64_t)(uint32_t)header[10] << 32;
     if (h != stored) {
-        fprintf(stderr, "error: %s: checksum mismatch: the parameters are damaged; expected the checksum in its header (slots 9-10) "
-                "to match them\n", path);
-        exit(1);
+        snprintf(err, err_cap, "error: %s: checksum mismatch: the parameters are damaged; expected the checksum in its header "
+                 "(slots 9-10) to match them", path);
+        return -1;
     }
     if (run_id) *run_id = (uint64_t)(uint32_t)header[11] | (uint64_t)(uint32_t)header[12] << 32;
     if (step) *step = header[13];
+    return 0;
 }
 
 // Write the full flat buffer as an llm.c fp32 model file (version 3), atomically, with the

@@ -148,6 +148,8 @@ static void train_run_resume_decision(TrainRun* run) {
     const char* dir = run->args.output_dir;
     struct { int64_t step; uint64_t run_id; GPT2Config config; } decision;
     memset(&decision, 0, sizeof(decision));
+    char err[9000] = "";
+    int ok = 1;
     if (run->rank == 0) {
         int latest = checkpoint_latest_step(dir);
         if (latest > 0) {
@@ -156,13 +158,14 @@ static void train_run_resume_decision(TrainRun* run) {
             int version, step_in_file;
             model_checkpoint_path(path, sizeof(path), dir, latest);
             model_file_read_header(path, &cfg, &version);
-            model_file_verify(path, &decision.run_id, &step_in_file);
+            ok = model_file_verify(path, &decision.run_id, &step_in_file, err, sizeof(err)) == 0;
             decision.step = latest;
             decision.config = cfg;
         } else {
             decision.run_id = train_run_new_id();
         }
     }
+    zero_startup_agree(ok, err, "checking the resume checkpoint's model file");
     zero_startup_bcast(&decision, sizeof(decision), "the resume decision from rank 0");
     zero_cluster.run_id = decision.run_id;
     if (decision.step == 0) {
@@ -177,8 +180,7 @@ static void train_run_resume_decision(TrainRun* run) {
     snprintf(zero_resume_model.path, sizeof(zero_resume_model.path), "%s", run->resume_model);
     zero_resume_model.config = cfg;
     int64_t header[ZERO_STATE_HEADER_INTS];
-    char err[9000] = "";
-    int ok = zero_checkpoint_confirm_state(dir, run->start_step, &cfg, run->rank, run->world_size, header, err, sizeof(err));
+    ok = zero_checkpoint_confirm_state(dir, run->start_step, &cfg, run->rank, run->world_size, header, err, sizeof(err));
     zero_startup_agree(ok, err, "confirming the resume checkpoint's state files");
 }
 

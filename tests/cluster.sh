@@ -98,6 +98,16 @@ cluster_exec() {
 
 cluster_link() {
     ip -n "${CL_TAG}sw" link set "p${1#node}" "$2"
+    [ "$2" = up ] || return 0
+    # Back up once node0 reaches the host again: a TCP connect to a closed port is refused at
+    # once by a reachable host, and hangs while the cable is still out.
+    local i
+    for i in $(seq 1 50); do
+        cluster_exec node0 timeout 1 bash -c "exec 3<>/dev/tcp/$1/9" 2>/dev/null
+        [ $? -ne 124 ] && return 0
+    done
+    echo "cluster_link: $1 still unreachable after its cable was plugged back" >&2
+    return 1
 }
 
 cluster_tx_bytes() {

@@ -35,6 +35,7 @@ for stage in 0 1 2 3; do
             grep -q "zero: 4 ranks on 2 hosts (node0: ranks 0-1, node1: ranks 2-3); ring edges leaving each host: node0 1, node1 1" "$CT/long0.out"
     fi
     check "${name}_matches_np1_stage0" python3 tests/zero_logcheck.py losses "$CT/ref" "$CT/long$stage" 1e-5 --relative 1
+    echo "INFO ${name}: $(python3 tests/zero_logcheck.py losses "$CT/ref" "$CT/long$stage" 1e-5 --relative 1)"
     check "${name}_sent_elements_and_bytes_equal_formulas" python3 tests/zero_logcheck.py counts "$CT/long$stage" "$stage"
     # Per step and host: (long - short) / 4 steps, against formula elements x 4 bytes x 1 edge.
     line=$(python3 - "$CT/long$stage" "$stage" $((middle[0] - before[0])) $((middle[1] - before[1])) \

@@ -18,6 +18,17 @@ cluster_setup 2 local
 
 run4() { crun "$1.out" node0:2,node1:2 4 "$2" -b 3 -x 8 -n 4 -o "$1" "${@:3}"; } # run4 DIR STAGE ARGS
 disk() { echo "$CL_DIR/disk_$1"; }                                                # the host's own disk
+# fails_with NAME PATTERN DIR: run4 DIR 1 -y 1 exits 1 within 60 s and DIR.out has PATTERN (grep -E).
+fails_with() {
+    local name=$1 pattern=$2 dir=$3 start rc
+    start=$(date +%s)
+    run4 "$dir" 1 -y 1; rc=$?
+    if [ "$rc" -ne 0 ] && [ "$(took_since "$start")" -le 60 ] && grep -qE -- "$pattern" "$dir.out" && [ "$(grep -c '^error' "$dir.out")" -eq 1 ]; then
+        echo "PASS $name"
+    else
+        echo "FAIL $name: exit $rc after $(took_since "$start") s; $(grep -v tokenizer "$dir.out" | grep -m2 -E 'error|warning' | tr '\n' ' ')"
+    fi
+}
 for stage in 0 1 2 3; do
     name="cluster_zero${stage}_2hosts_x2"
     if ! run4 "$CT/straight$stage" "$stage"; then
@@ -50,7 +61,6 @@ for stage in 0 1 2 3; do
 done
 
 # Stage 1, node-local: one straight run with checkpoints at 4 and 8, copied per case.
-src=split1
 if run4 "$CL_LOCAL/ck" 1; then
     case_dir() { # case_dir NAME: a copy of the node-local checkpoint dir on both disks
         for host in node0 node1; do rm -rf "$(disk $host)/$1"; cp -r "$(disk $host)/ck" "$(disk $host)/$1"; done
@@ -64,11 +74,11 @@ if run4 "$CL_LOCAL/ck" 1; then
     else echo "FAIL cluster_local_dirs_with_different_steps_resume_at_rank0s_step: $(grep '^error' "$CL_LOCAL/mixed.out" | head -2 | tr '\n' ' ')"; fi
     case_dir missing
     rm "$(disk node1)/missing/state_00000008_r3_of_4.bin"
-    check_fails cluster_resume_missing_state_on_node1_named \
-        "^error: rank 3 (node1): $CL_LOCAL/missing/state_00000008_r3_of_4.bin: missing state file; expected this rank's state for step 8" \
-        run4 "$CL_LOCAL/missing" 1 -y 1
+    fails_with cluster_resume_missing_state_on_node1_named_in_one_line \
+        "^error: rank 3 \(node1\): $CL_LOCAL/missing/state_00000008_r3_of_4.bin: missing state file; expected this rank's state for step 8" \
+        "$CL_LOCAL/missing"
     case_dir foreign
-    cp "$(disk node0)/$src/state_00000004_r2_of_4.bin" "$(disk node1)/foreign/state_00000008_r2_of_4.bin" 2>/dev/null
+    cp "$(disk node1)/split1/state_00000004_r2_of_4.bin" "$(disk node1)/foreign/state_00000008_r2_of_4.bin"
     python3 - "$(disk node1)/foreign/state_00000008_r2_of_4.bin" <<'PY'
 import struct, sys  # a state file of another run at the same step: set its step field to 8
 p = sys.argv[1]
@@ -76,13 +86,13 @@ b = bytearray(open(p, "rb").read())
 b[5 * 8:6 * 8] = struct.pack("<q", 8)
 open(p, "wb").write(b)
 PY
-    check_fails cluster_resume_state_of_another_run_named \
-        "^error: rank 2 (node1): $CL_LOCAL/foreign/state_00000008_r2_of_4.bin: written by run [0-9a-f]*, but model_00000008.bin (rank 0, node0) by run" \
-        run4 "$CL_LOCAL/foreign" 1 -y 1
+    fails_with cluster_resume_state_of_another_run_named_in_one_line \
+        "^error: rank 2 \(node1\): $CL_LOCAL/foreign/state_00000008_r2_of_4.bin: written by run [0-9a-f]+, but model_00000008.bin \(rank 0, node0\) by run" \
+        "$CL_LOCAL/foreign"
     case_dir damaged
     printf 'X' | dd of="$(disk node0)/damaged/model_00000008.bin" bs=1 seek=500000 conv=notrunc status=none
-    check_fails cluster_resume_damaged_model_file_named \
-        "error: $CL_LOCAL/damaged/model_00000008.bin: checksum mismatch" run4 "$CL_LOCAL/damaged" 1 -y 1
+    fails_with cluster_resume_damaged_model_file_named_in_one_line \
+        "^error: $CL_LOCAL/damaged/model_00000008.bin: checksum mismatch" "$CL_LOCAL/damaged"
     # llm.c's reader: header[0..7] (magic, version 3, maxT, V, L, NH, C, Vp) and then exactly the
     # parameters; our slots 8..13 (marker, checksum, run id, step) sit in what llm.c leaves 0.
     check cluster_model_file_is_llmc_format_with_checksum_in_unused_slots python3 - "$(disk node0)/ck/model_00000008.bin" <<'PY'

@@ -186,13 +186,12 @@ static struct {
 /*
  * The model config for init (-e, or the resume checkpoint's model file): a depth descriptor
  * (returns 0), or a model file (returns 1: model_source_unit reads its parameters) whose header
- * is read and whose checksum is checked here (by rank 0 alone for the resume checkpoint, which
- * the other ranks may not have). Bad input: one error line, exit 1.
+ * is read and whose checksum is checked here (the resume checkpoint's: by rank 0 when it decided,
+ * common/train_setup.h, as the other ranks may not have it). Bad input: one error line, exit 1.
  */
 static int model_source_config(const char* init, GPT2Config* cfg) {
     if (zero_resume_model.active && strcmp(init, zero_resume_model.path) == 0) {
-        *cfg = zero_resume_model.config;
-        if (zero_cluster.rank == 0) model_file_verify(init, NULL, NULL);
+        *cfg = zero_resume_model.config; // rank 0 checked the file when it decided to resume
         return 1;
     }
     if (gpt2_config_from_descriptor(init, cfg) == 0) return 0;
@@ -202,7 +201,9 @@ static int model_source_config(const char* init, GPT2Config* cfg) {
     }
     int version;
     model_file_read_header(init, cfg, &version);
-    model_file_verify(init, NULL, NULL);
+    char err[4400] = "";
+    int ok = model_file_verify(init, NULL, NULL, err, sizeof(err)) == 0;
+    zero_startup_agree(ok, err, "checking the model file's checksum"); // every rank reads -e: one line, not one per rank
     return 1;
 }
 

@@ -24,8 +24,9 @@ typedef struct {
     int host_leader;                  // the lowest rank on its host
     int ring_edges_leaving_host;      // ring r -> r+1 edges from this host to another (zero/comm_ring.h)
     uint64_t run_id;                  // the run: made by rank 0 at start, kept by a resume; in checkpoints
+    LauncherView launcher;            // what the launcher's environment said before MPI started
 } ZeroCluster;
-static ZeroCluster zero_cluster = {0, 1, 300.0f, "?", NULL, 0, 1, 1, 1, 0, 0};
+static ZeroCluster zero_cluster = {0, 1, 300.0f, "?", NULL, 0, 1, 1, 1, 0, 0, {-1, -1, -1, NULL, NULL, NULL}};
 
 // The host of rank r, once the handshake has told it ("?" before).
 static const char* zero_rank_host(int r) {

@@ -44,6 +44,9 @@ static void zero_pick_device(int rank, int local_rank, int device_count, const c
         zero_abort_all_ranks(1);
     }
     CUDA_CHECK(cudaSetDevice(device));
+    char host[ZERO_HOST_CHARS] = "?";
+    gethostname(host, sizeof(host) - 1);
+    printf("rank %d (%s): GPU %d of %d visible (local rank %d, from %s)\n", rank, host, device, device_count, local_rank, source);
 }
 
 /*
@@ -58,16 +61,18 @@ static void zero_pick_device(int rank, int local_rank, int device_count, const c
 static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size) {
     *rank = 0;
     *world_size = 1;
-    const char* source = NULL;
-    int local_rank = launcher_local_rank(&source);
+    zero_cluster.launcher = launcher_view(); // before MPI_Init, which sets variables of its own
+    const char* source = zero_cluster.launcher.local_var;
+    int local_rank = zero_cluster.launcher.local_rank;
+    int task = zero_cluster.launcher.task > 0 ? zero_cluster.launcher.task : 0;
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
         fprintf(stderr, "error: rank %d: no CUDA device visible; expected a GPU (sm_80 or newer) for train_gpt2cu\n",
-                launcher_rank(NULL) > 0 ? launcher_rank(NULL) : 0);
+                task);
         zero_abort_all_ranks(1);
     }
-    if (local_rank >= 0) zero_pick_device(launcher_rank(NULL) > 0 ? launcher_rank(NULL) : 0, local_rank, device_count, source);
-    if (launcher_started_task()) {
+    if (local_rank >= 0) zero_pick_device(task, local_rank, device_count, source);
+    if (zero_cluster.launcher.task >= 0 || zero_cluster.launcher.tasks >= 0) {
         int provided;
         MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
         MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); // MPI_CHECK reports, then aborts
@@ -88,6 +93,8 @@ static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size
 
 static void zero_ranks_stop(void) {
     zero_run_lock_release();
+    signal(SIGTERM, SIG_DFL); // as zero/comm_mpi.h's: nothing left to diagnose
+    signal(SIGINT, SIG_DFL);
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized) MPI_Finalize();

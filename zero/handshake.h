@@ -32,16 +32,17 @@
 #define ZERO_SOURCE_HASH "unknown" // the Makefile passes a hash of the sources it compiles
 #endif
 
-// Once MPI has started (zero_ranks_start, both builds): who this rank is, the launcher's word
-// against MPI's, each rank's line when the job ends under it (zero/faults.h).
+// Once MPI has started (zero_ranks_start, both builds, which read zero_cluster.launcher before
+// MPI_Init): who this rank is, the launcher's word against MPI's, each rank's line when the job
+// ends under it (zero/faults.h).
 static void zero_ranks_started(int rank, int world_size) {
     zero_cluster_set_rank(rank, world_size);
-    const char* which = NULL;
-    int tasks = launcher_world_size(&which);
+    const char* which = zero_cluster.launcher.tasks_var;
+    int tasks = zero_cluster.launcher.tasks;
     if (world_size == 1 && tasks > 1) {
         // srun without PMI, or an MPI the launcher cannot talk to: N copies of a one-rank job,
         // each training alone. The launcher's task 0 says so; every task exits 1.
-        if (launcher_rank(NULL) <= 0)
+        if (zero_cluster.launcher.task <= 0)
             fprintf(stderr, "error: %s=%d: the launcher started %d tasks, but MPI sees a world of 1 in each (host %s); expected one "
                     "MPI job: under Slurm srun --mpi=pmix (srun --mpi=list shows what Slurm offers), or mpirun (README, \"Many nodes\")\n",
                     which, tasks, tasks, zero_cluster.host);
@@ -317,7 +318,7 @@ static void zero_handshake(const ZeroFingerprint* mine) {
     }
     if (status != 0) {
         fflush(stderr);
-        MPI_Finalize();
+        zero_ranks_stop();
         exit(1);
     }
     for (int r = 0; r < N; r++) {

@@ -59,9 +59,11 @@ static int zero_run_lock_take(int slot, const char* path, const char* dir, char*
         return -1;
     }
     if (holder[0]) snprintf(note, note_cap, "note: -o %s: taking over %s, left by a run that ended without releasing it (%s)", dir, path, holder);
-    char mine[256];
-    int n = snprintf(mine, sizeof(mine), "pid %d on %s, rank %d, started %lld\n", (int)getpid(), zero_cluster.host,
-                     zero_cluster.rank, (long long)time(NULL));
+    char mine[256], when[64];
+    time_t now = time(NULL);
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime(&now));
+    int n = snprintf(mine, sizeof(mine), "pid %d on %s, rank %d, started %s\n", (int)getpid(), zero_cluster.host,
+                     zero_cluster.rank, when);
     if (ftruncate(fd, 0) != 0 || pwrite(fd, mine, (size_t)n, 0) != n) { /* the lock holds without its label */ }
     zero_run_lock_fds[slot] = fd;
     return 0;
