@@ -68,11 +68,6 @@ static void zero_ranks_stop(void) {
 }
 #endif
 
-// Every rank waits here until all arrive (start-up only, before the engine exists; no timeout).
-static void zero_ranks_barrier(int world_size) {
-    if (world_size > 1) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-}
-
 #if ZERO_GPU_BUILD
 static void zero_abort_device_comm(void); // zero/engine_gpu.cuh: ncclCommAbort first
 #endif

@@ -158,7 +158,7 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
     if (world_size > 1) {
         ncclUniqueId id;
         if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-        MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
+        zero_startup_bcast(&id, sizeof(id), "the NCCL id from rank 0"); // bounded by -wt (zero/handshake.h)
         NCCL_CHECK(ncclCommInitRank(&z->nccl, world_size, id, rank));
     }
 #endif
