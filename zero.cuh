@@ -7,6 +7,7 @@
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, ZeroEngine
  *   zero/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
  *   zero/cluster.h      this rank, its host, every rank's host; what it is waiting for now
+ *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
  *   zero/comm_mpi.h     communication over MPI: the engine's MPI calls, the -wt timeout, aborting ranks
  *   zero/comm_ring.h    the unit collectives as rings over MPI point-to-point (bytes = formula)
  *   zero/faults.h       each rank's line when the job ends under it; the lost-host check
@@ -115,6 +116,7 @@ typedef float ZeroFloat;
 #include "zero/engine.h"
 #include "zero/launcher.h"
 #include "zero/cluster.h"
+#include "zero/progress_cpu.h"
 #include "zero/comm_mpi.h"
 #include "zero/comm_ring.h"
 #include "zero/faults.h"

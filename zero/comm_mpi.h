@@ -45,11 +45,12 @@ static void zero_run_lock_release(void);                  // zero/run_lock.h
 
 #if !ZERO_GPU_BUILD // the GPU build's start-up also picks the device: zero/comm_gpu.cuh
 // Start the ranks: under mpirun each process learns its rank; run directly, MPI starts as a
-// singleton (world size 1). OpenMP threads never call MPI, hence FUNNELED.
+// singleton (world size 1). OpenMP threads never call MPI; the progress thread
+// (zero/progress_cpu.h) does, beside the main thread, hence MULTIPLE (without it: no thread).
 static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size) {
     zero_cluster.launcher = launcher_view(); // before MPI_Init, which sets variables of its own
     int provided;
-    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); // MPI_CHECK reports, then aborts
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, world_size));
@@ -57,6 +58,7 @@ static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size
 }
 
 static void zero_ranks_stop(void) {
+    zero_progress_thread_stop();
     zero_run_lock_release();
     // From here on a SIGTERM (the launcher ending ranks still finalizing after another exited)
     // has nothing to diagnose: the default action, not zero/faults.h's line.
@@ -98,6 +100,7 @@ static void zero_report_timeout(const ZeroEngine* z, const ZeroOp* op, int step,
 }
 
 static void zero_ring_progress(ZeroEngine* z); // zero/comm_ring.h
+static int zero_ring_done(ZeroEngine* z, ZeroOp* op);
 static void zero_ring_begin(ZeroEngine* z, ZeroOp* op, float* buf, size_t n, int reduce_steps, int steps);
 
 // The unit collectives run as the engine's rings (zero/comm_ring.h) unless built with ZERO_RING=0.
@@ -107,10 +110,7 @@ static int zero_op_is_ring(const ZeroOp* op) {
 
 // Is op complete? Advances the ring queue (rings) or tests the MPI request.
 static int zero_op_test(ZeroEngine* z, ZeroOp* op) {
-    if (zero_op_is_ring(op)) {
-        zero_ring_progress(z);
-        return !op->ring.queued;
-    }
+    if (zero_op_is_ring(op)) return zero_ring_done(z, op);
     int done = 0;
     MPI_CHECK(MPI_Test(&op->request, &done, MPI_STATUS_IGNORE));
     return done;
@@ -143,6 +143,7 @@ static void zero_op_wait(ZeroEngine* z, ZeroOp* op) {
     z->comm_wait_s_step += waited;
     z->comm_wait_s_total += waited;
     op->kind = ZERO_OP_NONE;
+    zero_progress_note_end();
 }
 
 // Let in-flight collectives advance. Open MPI moves data only inside MPI calls, so the engine
@@ -172,6 +173,7 @@ static void zero_op_begin(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, int unit, 
     op->kind = kind;
     op->unit = unit;
     op->what = what;
+    zero_progress_note_begin();
     z->sent_elements_step += sent;
     z->sent_elements_total += sent;
 }

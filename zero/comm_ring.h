@@ -24,8 +24,11 @@
  * requires of collectives) and only the queue's head has messages in flight, so one receive
  * buffer of the largest chunk serves them all (counted as bytes_ring). Open MPI moves TCP data
  * only inside MPI calls: every zero_progress / zero_op_wait advances the head as far as its
- * messages allow. Messages use MPI_COMM_WORLD point-to-point with one tag per ring (collectives
- * never match point-to-point traffic); start-up messages use tags below ZERO_RING_TAG_BASE.
+ * messages allow, and so does the progress thread (zero/progress_cpu.h) between them, so a ring
+ * goes on step by step while the model computes; a mutex keeps the two threads out of each
+ * other's way (MPI_THREAD_MULTIPLE). Messages use MPI_COMM_WORLD point-to-point with one tag per
+ * ring (collectives never match point-to-point traffic); start-up messages use tags below
+ * ZERO_RING_TAG_BASE.
  */
 #ifndef ZERO_COMM_RING_H
 #define ZERO_COMM_RING_H
@@ -33,8 +36,14 @@
 #error "zero/comm_ring.h is part of the ZeRO engine; include zero.cuh"
 #endif
 
+#include <pthread.h>
+
 #define ZERO_RING_TAG_BASE 1000
-#define ZERO_RING_TAGS 30000 // MPI guarantees tags up to 32767
+#define ZERO_RING_TAGS 30000 // MPI guarantees tags up to 32767 (the progress thread probes 32000)
+
+// The ring queue's lock, and the engine whose rings the progress thread advances (a process has one).
+static pthread_mutex_t zero_ring_mutex = PTHREAD_MUTEX_INITIALIZER;
+static ZeroEngine* zero_ring_engine = NULL;
 
 // The receive buffer: one chunk of the largest ring, grown only while nothing is posted into it.
 static float* zero_ring_scratch(ZeroEngine* z, size_t shard) {
@@ -95,8 +104,8 @@ static int zero_ring_advance(ZeroEngine* z, ZeroOp* op) {
     }
 }
 
-// Advance the queue: finish rings at its head in order, start the next one's messages.
-static void zero_ring_progress(ZeroEngine* z) {
+// Advance the queue (its lock held): finish rings at its head in order, start the next one's messages.
+static void zero_ring_progress_locked(ZeroEngine* z) {
     while (z->ring_head != NULL) {
         ZeroOp* op = z->ring_head;
         if (!zero_ring_advance(z, op)) return;
@@ -104,6 +113,35 @@ static void zero_ring_progress(ZeroEngine* z) {
         if (z->ring_head == NULL) z->ring_tail = NULL;
         op->ring.queued = 0;
     }
+}
+
+static void zero_ring_progress(ZeroEngine* z) {
+    pthread_mutex_lock(&zero_ring_mutex);
+    zero_ring_progress_locked(z);
+    pthread_mutex_unlock(&zero_ring_mutex);
+}
+
+// Has op's ring completed? Advances the queue first.
+static int zero_ring_done(ZeroEngine* z, ZeroOp* op) {
+    pthread_mutex_lock(&zero_ring_mutex);
+    zero_ring_progress_locked(z);
+    int done = !op->ring.queued;
+    pthread_mutex_unlock(&zero_ring_mutex);
+    return done;
+}
+
+// From the progress thread: advance the rings unless the main thread is at it right now.
+static void zero_ring_progress_background(void) {
+    if (pthread_mutex_trylock(&zero_ring_mutex) != 0) return;
+    if (zero_ring_engine != NULL) zero_ring_progress_locked(zero_ring_engine);
+    pthread_mutex_unlock(&zero_ring_mutex);
+}
+
+// The engine is going away: the progress thread must not touch it any more.
+static void zero_ring_forget(ZeroEngine* z) {
+    pthread_mutex_lock(&zero_ring_mutex);
+    if (zero_ring_engine == z) zero_ring_engine = NULL;
+    pthread_mutex_unlock(&zero_ring_mutex);
 }
 
 // Queue a ring on buf (n elements, N chunks): reduce_steps of reduce-scatter, then
@@ -119,10 +157,13 @@ static void zero_ring_begin(ZeroEngine* z, ZeroOp* op, float* buf, size_t n, int
     g->tag = ZERO_RING_TAG_BASE + (int)(z->ring_count++ % ZERO_RING_TAGS);
     g->next = NULL;
     g->queued = 1;
+    pthread_mutex_lock(&zero_ring_mutex);
+    zero_ring_engine = z;
     if (z->ring_tail != NULL) z->ring_tail->ring.next = op;
     else z->ring_head = op;
     z->ring_tail = op;
-    zero_ring_progress(z);
+    zero_ring_progress_locked(z);
+    pthread_mutex_unlock(&zero_ring_mutex);
 }
 
 #endif // ZERO_COMM_RING_H

@@ -22,6 +22,7 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
     z->rank = rank;
     z->world_size = world_size;
     z->timeout_s = 300.0f;
+    zero_progress_thread_start(world_size); // collectives move while the model computes
     int n = layout->num_units;
     size_t params_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_PARAMS, 0);
     size_t grads_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_GRADS, 0);
@@ -65,9 +66,11 @@ static void zero_wait_all(ZeroEngine* z) {
 
 static void zero_free(ZeroEngine* z) {
     zero_wait_all(z);
+    zero_progress_thread_stop();
     free(z->params); free(z->grads); free(z->m); free(z->v);
     free(z->grad_ops); free(z->param_ops);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { free(z->param_work[i].data); free(z->grad_work[i].data); }
+    zero_ring_forget(z);
     free(z->ring_scratch);
 }
 // Stage 2/3: finish the reduce-scatter of a gradient working unit and add the rank's reduced
