@@ -1,4 +1,4 @@
-# Helpers for the simulated-cluster test groups (tests/t_70_cluster_*.sh); source it.
+# Helpers for the simulated-cluster test groups (tests/t_75_cluster_*.sh); source it.
 #   cluster_setup NHOSTS [local]  SKIP (exit 0) where the machine cannot host the cluster (no root,
 #                                 no ip netns; never on CI, where that is a FAIL); builds the
 #                                 trainers; brings the cluster up (tests/cluster.sh); $CT: a dir
