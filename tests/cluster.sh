@@ -22,8 +22,9 @@
 #   cluster_down               kill what runs inside, remove the namespaces and CL_DIR
 # cluster_up installs cluster_down as the EXIT/INT/TERM trap (a caller with its own trap calls
 # cluster_down from it), and the holders exit by themselves after CL_LIFETIME seconds (default
-# 1800), so nothing outlives an interrupted test for long. Every name carries a tag made from the
-# shell's pid and the time, so parallel test runs (other users of this machine) never collide.
+# 1800), so nothing outlives an interrupted test for long; the namespaces and temp dir of a test
+# killed outright (no trap runs) are removed by the next cluster_up. Every name carries a tag made
+# from the shell's pid and the time, so parallel test runs (other users of this machine) never collide.
 
 # cluster_can_run: 0 if this machine can host the cluster (root, ip netns, unshare, nsenter),
 # else prints why on stdout and returns 1.
@@ -36,10 +37,24 @@ cluster_can_run() {
     return 0
 }
 
+# A cluster whose test was killed (SIGKILL: no trap runs) leaves its namespaces and temp dir:
+# removed here when the shell that made it (the pid in its tag) is gone and nothing runs inside.
+cluster_reap_stale() {
+    local ns pid
+    for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^cl[0-9]+x[0-9]+(sw|h[0-9]+)$'); do
+        pid=${ns#cl}; pid=${pid%%x*}
+        kill -0 "$pid" 2>/dev/null && continue
+        [ -z "$(ip netns pids "$ns" 2>/dev/null)" ] || continue
+        ip netns del "$ns" 2>/dev/null
+        rm -rf /tmp/cluster."${ns%%[hs]*}".* 2>/dev/null
+    done
+}
+
 cluster_up() {
     local n=$1 with_local=${2:-}
+    cluster_reap_stale
     CL_TAG="cl$$x$(date +%s%N | tail -c 7)"
-    CL_DIR=$(mktemp -d /tmp/cluster.XXXXXX)
+    CL_DIR=$(mktemp -d "/tmp/cluster.$CL_TAG.XXXXXX")
     CL_HOSTS=()
     CL_LOCAL=""
     [ "$with_local" = local ] && CL_LOCAL="$CL_DIR/local"

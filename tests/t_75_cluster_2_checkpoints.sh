@@ -5,6 +5,10 @@
 #   - the uninterrupted trajectory: at every stage, 8 steps straight = 4 steps, checkpoint, stop
 #     (ZERO_TEST_FAULT=stop@4), resume with -y 1 for 4 more: identical logged losses (%.9g) and
 #     gradient noise scale fields, on a node-local -o at stages 0-3 and a shared -o at stages 1, 3
+#   - the batch schedule's state travels in every rank's own state file: stage 2 runs a batch
+#     given by hand (-ds 0:96,2:192,6:288: 96 tokens, then 192 from step 3, 288 from step 7), so the
+#     checkpoint at 4 sits inside a changed batch; the resumed run's batch of each step, tokens
+#     seen and lr equal the straight run's (zero_logcheck.py same)
 #   - node-local: -o is created on every host; each host holds only its own ranks' state files,
 #     the model file (and log) only rank 0's host
 #   - rank 0 decides the step: node1 holding a later step than node0 (the issue's silent mix)
@@ -31,7 +35,9 @@ fails_with() {
 }
 for stage in 0 1 2 3; do
     name="cluster_zero${stage}_2hosts_x2"
-    if ! run4 "$CT/straight$stage" "$stage"; then
+    sched=()
+    [ "$stage" -eq 2 ] && sched=(-ds 0:96,2:192,6:288) && name="${name}_batch_schedule"
+    if ! run4 "$CT/straight$stage" "$stage" "${sched[@]}"; then
         echo "FAIL ${name}_straight_run: $(grep -v tokenizer "$CT/straight$stage.out" | tail -3 | tr '\n' ' ')"; continue
     fi
     kinds=(local)
@@ -39,7 +45,7 @@ for stage in 0 1 2 3; do
     for kind in "${kinds[@]}"; do
         if [ "$kind" = local ]; then dir="$CL_LOCAL/split$stage"; log_dir="$(disk node0)/split$stage"
         else dir="$CT/split$stage"; log_dir="$dir"; fi
-        if ! ZERO_TEST_FAULT=stop@4 run4 "$dir" "$stage"; then
+        if ! ZERO_TEST_FAULT=stop@4 run4 "$dir" "$stage" "${sched[@]}"; then
             echo "FAIL ${name}_${kind}_dir_first_half: $(grep -v tokenizer "$dir.out" | tail -3 | tr '\n' ' ')"; continue
         fi
         if [ "$kind" = local ]; then
@@ -52,11 +58,18 @@ for stage in 0 1 2 3; do
                 echo "FAIL ${name}_local_dir_each_host_writes_its_own_ranks_state: node0 has $(ls "$d0" | tr '\n' ' '); node1 has $(ls "$d1" 2>/dev/null | tr '\n' ' ')"
             fi
         fi
-        if ! run4 "$dir" "$stage" -y 1; then
+        if ! run4 "$dir" "$stage" -y 1 "${sched[@]}"; then
             echo "FAIL ${name}_${kind}_dir_resume: $(grep -v tokenizer "$dir.out" | tail -3 | tr '\n' ' ')"; continue
         fi
         grep -q "resume: from step 4" "$dir.out" || echo "FAIL ${name}_${kind}_dir_says_resumed: no 'resume: from step 4' line"
         check "${name}_${kind}_dir_resume_continues_the_trajectory" python3 tests/zero_logcheck.py same "$CT/straight$stage" "$log_dir"
+        echo "INFO ${name}_${kind}: $(python3 tests/zero_logcheck.py same "$CT/straight$stage" "$log_dir")"
+        if [ "${#sched[@]}" -gt 0 ]; then
+            check "${name}_${kind}_dir_batch_grew_across_the_checkpoint" python3 -c "
+import json, sys
+b = {r['step']: r['batch_tokens'] for r in map(json.loads, open('$log_dir/log.jsonl')) if r['kind'] == 'train'}
+sys.exit(0 if (b[4], b[5], b[7]) == (192, 192, 288) else 1)"
+        fi
     done
 done
 

@@ -60,7 +60,7 @@ def main():
         if cmd == "same":
             # the loss, and the gradient noise scale meter's fields where the log has them (a
             # resume continues the meter's EMAs from the checkpoint)
-            fields = ["loss"] + [f for f in ("gns_g2", "gns_trace", "b_simple")
+            fields = ["loss"] + [f for f in ("gns_g2", "gns_trace", "b_simple", "batch_tokens", "tokens", "lr")
                                  if any(a[k].get(f) is not None and b[k].get(f) is not None for k in keys)]
             diff = [(k, f) for k in keys for f in fields if a[k].get(f) != b[k].get(f)]
             print(f"{len(keys)} records, fields {','.join(fields)}: {len(diff)} differ" +
