@@ -200,6 +200,13 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
                 args->zero_stage, ZERO_STAGE, ZERO_STAGE, args->zero_stage);
         exit(1);
     }
+#if !ZERO_GPU_BUILD
+    if (args->op_timing_steps > 0) {
+        fprintf(stderr, "error: -ot %d: the per-kernel table times CUDA kernels; expected -ot 0 here (train_gpt2cu has it)\n",
+                args->op_timing_steps);
+        exit(1);
+    }
+#endif
     if (args->resume && args->output_dir == NULL) {
         fprintf(stderr, "error: -y 1: resuming needs the checkpoint directory; expected -o <dir> as well\n");
         exit(1);

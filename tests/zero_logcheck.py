@@ -13,9 +13,9 @@ recomputed here from the model config.
   counts RUN STAGE
       each train record's sent_elements equals DESIGN.md's formula for STAGE, the config record's
       world size N and accumulation A, with Ψ recomputed from L, C, Vp, maxT; and the config
-      record's params+grads+optimizer bytes equal the stage's memory formula (the mixed-precision
-      one, 2Ψ bf16 params + 2Ψ bf16 grads + 12Ψ fp32 master/m/v, for a GPU build's log: its config
-      record names a "device")
+      record's params+grads+optimizer bytes equal the stage's memory formula (for a GPU build's
+      log, whose config record names a "device": 2Ψ bf16 params, grads as one bf16 micro-step (2Ψ,
+      stages 0-1) plus their fp32 accumulation (4Ψ at stages 0-1, 4Ψ/N at 2-3), 12Ψ fp32 master/m/v)
 """
 import json
 import sys
@@ -84,8 +84,8 @@ def main():
         psi = padded_psi(cfg, n)
         per = psi // n * (n - 1)
         sent = {0: 2 * per, 1: 2 * per, 2: (a + 1) * per, 3: 3 * a * per}[stage]
-        if "device" in cfg:  # GPU build: bf16 params and grads, fp32 master + m + v (ZeRO paper, K = 12)
-            mem = {0: 16 * psi, 1: 4 * psi + 12 * psi // n, 2: 2 * psi + 14 * psi // n, 3: 16 * psi // n}[stage]
+        if "device" in cfg:  # GPU build: bf16 params, bf16 + fp32 grads, fp32 master + m + v (ZeRO paper, K = 12)
+            mem = {0: 20 * psi, 1: 8 * psi + 12 * psi // n, 2: 2 * psi + 16 * psi // n, 3: 18 * psi // n}[stage]
         else:  # CPU build: fp32 params and grads are the master copy, fp32 m + v
             mem = {0: 16 * psi, 1: 8 * psi + 8 * psi // n, 2: 4 * psi + 12 * psi // n, 3: 16 * psi // n}[stage]
         got_mem = cfg["bytes_params"] + cfg["bytes_grads"] + cfg["bytes_optimizer"]
