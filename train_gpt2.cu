@@ -364,6 +364,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     // Each unit: ask the engine for its parameters, and let it prefetch the next one meanwhile
     // (ZeRO-3 all-gathers on the comm stream; a no-op at stages 0-2).
     OP_MARK(model, OP_ENGINE);
+    zero_pp_pass(z, 0); // ZeRO++: the gathers below serve forward (qwZ)
     bf16* emb = zero_params_unit(z, UNIT_EMBEDDING);
     zero_params_prefetch(z, UNIT_LAYER(0));
     OP_MARK(model, OP_ENCODER);
@@ -463,6 +464,7 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
     size_t wpe_offset = layout->tensors[param_tensor_index(layout, P_WPE, -1)].unit_offset;
 
     OP_MARK(model, OP_ENGINE);
+    zero_pp_pass(z, 1); // ZeRO++: the gathers from here on serve backward (not quantized)
     bf16* wte = zero_params_unit(z, UNIT_EMBEDDING); // ZeRO-3: still gathered by forward's LM head
     zero_params_prefetch(z, UNIT_FINAL(c));
     bf16* demb = zero_grads_unit(z, UNIT_EMBEDDING);
@@ -650,6 +652,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
            args->lr_schedule, args->warmup_steps, args->final_lr_fraction);
     batch_schedule_print_setup(batch);
     zero_print_accounting(z, grad_accum_steps, stdout);
+    zero_pp_print_setup(z, grad_accum_steps, stdout);
     printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB (master + m + v), working units %.1f MiB, "
            "activations %.1f MiB\n", z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
            z->bytes_working / 1048576.0, model->act_bytes / 1048576.0);
@@ -782,6 +785,7 @@ int main(int argc, char** argv) {
     gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size);
     ZeroEngine* z = &model.zero;
     z->timeout_s = args.collective_timeout_s;
+    zero_pp_setup(z, args.zeropp_qw, args.zeropp_qg, args.zeropp_qg_bits, args.zeropp_hp, args.zeropp_block);
     GNSMeter saved_gns; // the meter's EMAs from the checkpoint (none: steps 0)
     gns_init(&saved_gns, 0.0);
     if (start_step > 0) {

@@ -67,6 +67,7 @@ static void zero_wait_all(ZeroEngine* z) {
 static void zero_free(ZeroEngine* z) {
     zero_wait_all(z);
     zero_progress_thread_stop();
+    zero_pp_free(z);
     free(z->params); free(z->grads); free(z->m); free(z->v);
     free(z->grad_ops); free(z->param_ops);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { free(z->param_work[i].data); free(z->grad_work[i].data); }
@@ -90,6 +91,7 @@ static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
     ZeroWorkingUnit* w = zero_work_take(z, z->param_work, unit);
     if (w == NULL) return NULL;
     const ParamUnit* u = &z->layout->units[unit];
+    if (zero_pp_param_gather(z, w, unit, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit))) return w; // ZeRO++: qwZ, hpZ
     // All-gather: shard_numel elements from each rank's parameter shard into the working unit
     // (padded_numel elements), so every rank holds the whole unit until zero_params_unit_done.
     zero_op_all_gather(z, &w->op, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit), w->data, u->padded_numel, unit,
@@ -111,6 +113,7 @@ static float* zero_params_unit(ZeroEngine* z, int unit) {
     if (ZERO_STAGE == 3) {
         ZeroWorkingUnit* w = zero_param_work_get(z, unit);
         zero_op_wait(z, &w->op);
+        zero_pp_gather_done(z, w); // ZeRO++: dequantize (qwZ), keep the secondary shard (hpZ)
         return w->data;
     }
     if (z->param_ops) zero_op_wait(z, &z->param_ops[unit]);
@@ -176,7 +179,8 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
         }
         // Reduce-scatter in place on the working unit: padded_numel elements in, this rank's
         // shard_numel reduced slice out (zero_reduce_scatter_result), added into the shard when finished.
-        zero_op_reduce_scatter(z, &w->op, w->data, u->padded_numel, unit, "gradients");
+        // ZeRO++ qgZ: the two-level all-to-all of quantized gradients instead, done on return.
+        if (!zero_pp_grad_reduce_scatter(z, w, unit)) zero_op_reduce_scatter(z, &w->op, w->data, u->padded_numel, unit, "gradients");
         if (z->world_size == 1) zero_grad_work_finish(z, w); // nothing in flight: finish now
     }
     zero_progress(z);
@@ -194,6 +198,7 @@ static void zero_step_begin(ZeroEngine* z, int step) {
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;
     z->local_grad_norm_sq = 0.0;
+    zero_pp_step_begin(z);
     zero_grads_zero(z);
 }
 
