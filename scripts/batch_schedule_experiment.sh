@@ -11,9 +11,9 @@
 #                   of docs/sweep/: lr 1e-3 at 512 tokens, fixed runs val every 3072 tokens
 #   docs_d2         the same on data/doc_corpus (data/doc_corpus.py: 20 M tokens of Debian's
 #                   documentation, GPT-2 tokens)
-#     Both stop each run early, at its first val loss <= STOP_LOSS (default 6.9 and 7.1: 0.1
-#     below the setup's lower target) or at its token budget: a fixed run after max(24576 tokens, 16 steps) (-x), an auto
-#     run once its log counts 32768 tokens. With a constant lr a stop changes nothing before it.
+#     Both stop each run early, at its first val loss <= STOP_LOSS (default 6.9 and 7.2: 0.1
+#     below the setup's lower target) or at its token budget: a fixed run after max(24576
+#     tokens, 16 steps) (-x), an auto run once its log counts 32768 tokens. With a constant lr a stop changes nothing before it.
 #   shakespeare     the PyTorch reference model (dev/reference: V 1000, C 64, 2 layers; about
 #                   1 MFLOP per token, d2's LM head alone costs 40) on the GPT-2 shards mapped to its
 #                   1000 ids (data/shrink_vocab.py: the 999 most frequent tokens, the rest one id):
@@ -24,7 +24,8 @@
 # One -d auto run per entry FACTOR:WINDOW:START of AUTO (-df, -dw, -d0; default for the d2 setups
 # "0.0625:3:256 0.125:3:256", for the others "0.0625:3:256 0.0625:3:512 0.125:3:256 0.25:10:256"),
 # val every 3 steps. Then scripts/plot_schedule.py at TARGETS (default: the setup's two target
-# losses). Runs go JOBS at a time (default all; fixed runs largest batch first), one thread each
+# losses). BATCHES (default "4096 2048 1024 512 256") are the fixed runs' batch sizes, run in that
+# order. Runs go JOBS at a time (default all; fixed runs largest batch first), one thread each
 # (the machine's cores are shared: 1-thread ranks lose the least to contention); finished runs
 # (.done) are kept and skipped when the script runs again. BINARY (default build/train_gpt2_z2:
 # one rank measures B_simple on every micro-batch) from the environment.
@@ -40,7 +41,7 @@ case "$setup" in
     shakespeare_d2) train=data/tinyshakespeare/tiny_shakespeare_train.bin; val=data/tinyshakespeare/tiny_shakespeare_val.bin
                     model=d2; base_lr=1e-3; targets=${TARGETS:-7.5,7.0}; stop=${STOP_LOSS:-6.9} ;;
     docs_d2) train='data/doc_corpus/docs_train_*.bin'; val='data/doc_corpus/docs_val_*.bin'
-             model=d2; base_lr=1e-3; targets=${TARGETS:-7.6,7.2}; stop=${STOP_LOSS:-7.1} ;;
+             model=d2; base_lr=1e-3; targets=${TARGETS:-7.7,7.3}; stop=${STOP_LOSS:-7.2} ;;
     shakespeare) train=data/ts_v1000/tiny_shakespeare_train.bin; val=data/ts_v1000/tiny_shakespeare_val.bin
                  model=dev/reference/gpt2_ref_model.bin; base_lr=2e-3; targets=${TARGETS:-5.0,4.6} ;;
     docs) train='data/docs_v1000/docs_train_*.bin'; val='data/docs_v1000/docs_val_*.bin'
@@ -53,7 +54,7 @@ case "$setup" in
 esac
 [[ "$stop" =~ ^([0-9]+\.?[0-9]*)?$ ]] || die "STOP_LOSS=$stop: not a number; expected a val loss, e.g. 7.0"
 compgen -G "$train" >/dev/null || die "$train: no shards; expected them prepared (data/tinyshakespeare.py or data/doc_corpus.py; for the V 1000 setups then data/shrink_vocab.py)"
-batches="4096 2048 1024 512 256"; autos=${AUTO:-$autos_default}; jobs=${JOBS:-99}
+batches=${BATCHES:-"4096 2048 1024 512 256"}; autos=${AUTO:-$autos_default}; jobs=${JOBS:-99}
 mkdir -p "$out" || die "$out: cannot create; expected a writable directory"
 echo "experiment $setup: $(date -u +%H:%M:%S) | $(uptime)"
 
