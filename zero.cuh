@@ -6,10 +6,13 @@
  *   zero/layout.h       shard layout and DESIGN.md's formulas (bytes per rank, elements sent)
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, ZeroEngine
  *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
+ *   zero/trace.h        the per-rank timeline of chosen steps (-tr): Chrome trace-event JSON
  *   zero/comm_mpi.h     communication over MPI: every MPI call, the -wt timeout, aborting ranks
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
+ *   zero/plan.h         the planner (--plan): these bytes for any N, step time under an
+ *                       alpha-beta model of the ring collectives in the engine's schedule
  *   zero/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
  *   zero/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
  *   zero/checkpoint.h   checkpoint save and resume over either engine
@@ -101,10 +104,12 @@ typedef float ZeroFloat;
 #include "zero/layout.h"
 #include "zero/engine.h"
 #include "zero/progress_cpu.h"
+#include "zero/trace.h"
 #include "zero/comm_mpi.h"
 #include "zero/work_units.h"
 #include "zero/engine_cpu.h"
 #include "zero/accounting.h"
+#include "zero/plan.h"
 #if ZERO_GPU_BUILD
 #include "zero/comm_gpu.cuh"
 #include "zero/engine_gpu.cuh"

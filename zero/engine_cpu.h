@@ -184,6 +184,7 @@ static void zero_grads_zero(ZeroEngine* z) {
 // Start optimizer step `step` (from 1, as printed): per-step counters and gradients to zero.
 static void zero_step_begin(ZeroEngine* z, int step) {
     z->step = step;
+    zero_trace_step_begin(z, step); // -tr: the step's span opens (zero/trace.h)
     z->sent_elements_step = 0;
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;
