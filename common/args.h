@@ -2,8 +2,10 @@
  * args.h: the trainer's command line, shared by the CPU and CUDA builds. llm.c's flags where
  * they mean the same thing (-i -j -e -o -n -y -b -t -d -l -u -q -c -k -x -v -m -s -g -a -z),
  * plus -gc (gradient clip), -sd (seed), -wt (collective wait timeout, seconds), -gb (EMA beta of
- * the gradient noise scale meter, common/gns.h; -1 turns the meter off), -tr/-ts (the per-rank
- * timeline of chosen steps, zero/trace.h), --plan/-np/-rpn (the planner, zero/plan.h: no training).
+ * the gradient noise scale meter, common/gns.h; -1 turns the meter off), the batch schedule
+ * (common/batch_schedule.h): -d auto with -dm, -d0, -df, -dw, -dl, or -ds by hand, -tr/-ts (the
+ * per-rank timeline of chosen steps, zero/trace.h), --plan/-np/-rpn (the planner, zero/plan.h:
+ * no training).
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
  * flag or a malformed value prints one error line and exits 1.
  */
@@ -28,7 +30,7 @@ typedef struct {
     int resume;                // -y
     int B;                     // -b micro-batch size (sequences per rank)
     int T;                     // -t sequence length
-    int total_batch_tokens;    // -d (-1: B*T*world_size, no accumulation)
+    int total_batch_tokens;    // -d (-1: B*T*world_size, no accumulation; TOTAL_BATCH_AUTO: -d auto)
     float learning_rate;       // -l
     int warmup_steps;          // -u
     float final_lr_fraction;   // -q
@@ -45,6 +47,12 @@ typedef struct {
     int seed;                  // -sd
     float collective_timeout_s; // -wt
     float gns_beta;            // -gb: GNS EMA beta in [0, 1); -1: meter off
+    int batch_max_tokens;      // -dm: -d auto's largest batch (tokens)
+    int batch_start_tokens;    // -d0: -d auto's first batch (-1: one micro-batch per rank, two on one rank)
+    float batch_growth_factor; // -df: -d auto grows when B_simple > factor * batch ...
+    int batch_window;          // -dw: ... for this many steps in a row
+    const char* batch_lr_rule; // -dl: lr when the batch changes: none, sqrt, linear
+    const char* batch_schedule; // -ds: the batch by hand, "STEP:TOKENS,..." (NULL: none)
     const char* trace_path;    // -tr: per-rank timeline (Chrome trace JSON), NULL: none
     const char* trace_steps;   // -ts: "FIRST-LAST" or "STEP", steps from 1
     const char* plan_machine;  // --plan: print the plan for this machine and exit (no training)
@@ -52,7 +60,9 @@ typedef struct {
     int plan_ranks_per_node;   // -rpn: ranks per node to plan for (0: the machine's); only with --plan
 } TrainArgs;
 
-typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING } ArgType;
+#define TOTAL_BATCH_AUTO (-2) // -d auto
+
+typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING, ARG_INT_OR_AUTO } ArgType; // ARG_INT_OR_AUTO: "auto" reads as TOTAL_BATCH_AUTO
 typedef struct { const char* flag; ArgType type; size_t offset; const char* help; } ArgSpec;
 
 #define ARG_FIELD(f) offsetof(TrainArgs, f)
@@ -65,7 +75,7 @@ static const ArgSpec arg_specs[] = {
     {"-y", ARG_INT, ARG_FIELD(resume), "resume from the latest checkpoint in -o (0/1)"},
     {"-b", ARG_INT, ARG_FIELD(B), "micro-batch size B (sequences per rank per micro-step)"},
     {"-t", ARG_INT, ARG_FIELD(T), "sequence length T"},
-    {"-d", ARG_INT, ARG_FIELD(total_batch_tokens), "total batch size in tokens (-1: B*T*ranks); gradient accumulation fills the rest"},
+    {"-d", ARG_INT_OR_AUTO, ARG_FIELD(total_batch_tokens), "total batch in tokens (-1: B*T*ranks; auto: grown by the noise scale); accumulation fills the rest"},
     {"-l", ARG_FLOAT, ARG_FIELD(learning_rate), "peak learning rate"},
     {"-u", ARG_INT, ARG_FIELD(warmup_steps), "learning-rate warmup steps"},
     {"-q", ARG_FLOAT, ARG_FIELD(final_lr_fraction), "final learning rate as a fraction of the peak"},
@@ -82,6 +92,12 @@ static const ArgSpec arg_specs[] = {
     {"-sd", ARG_INT, ARG_FIELD(seed), "random seed (init, sampling)"},
     {"-wt", ARG_FLOAT, ARG_FIELD(collective_timeout_s), "abort all ranks if a collective waits longer (s)"},
     {"-gb", ARG_FLOAT, ARG_FIELD(gns_beta), "gradient noise scale EMA beta, [0, 1); -1: meter off"},
+    {"-dm", ARG_INT, ARG_FIELD(batch_max_tokens), "-d auto: largest batch in tokens (required with -d auto)"},
+    {"-d0", ARG_INT, ARG_FIELD(batch_start_tokens), "-d auto: first batch in tokens (-1: B*T*ranks, 2*B*T on one rank)"},
+    {"-df", ARG_FLOAT, ARG_FIELD(batch_growth_factor), "-d auto: grow when B_simple > df x batch ..."},
+    {"-dw", ARG_INT, ARG_FIELD(batch_window), "-d auto: ... for dw steps in a row"},
+    {"-dl", ARG_STRING, ARG_FIELD(batch_lr_rule), "lr when the batch changes: none, sqrt, linear (x ratio to the first)"},
+    {"-ds", ARG_STRING, ARG_FIELD(batch_schedule), "batch by hand: STEP:TOKENS,... (after STEP steps, TOKENS)"},
     {"-tr", ARG_STRING, ARG_FIELD(trace_path), "write a timeline of steps -ts to FILE.json (rank R: FILE.rankR.json)"},
     {"-ts", ARG_STRING, ARG_FIELD(trace_steps), "steps the timeline holds: FIRST-LAST or STEP (from 1)"},
     {"--plan", ARG_STRING, ARG_FIELD(plan_machine), "plan stages 0-3 on MACHINE (h100, h200, cpu[,key=value...]) and exit"},
@@ -95,7 +111,8 @@ static const ArgSpec arg_specs[] = {
 static const struct { const char* flag; long min, max; } arg_int_ranges[] = {
     {"-n", 0, INT_MAX}, {"-y", 0, 1},       {"-b", 1, INT_MAX},  {"-t", 1, INT_MAX}, {"-d", -1, INT_MAX},
     {"-u", 0, INT_MAX}, {"-x", -1, INT_MAX}, {"-v", 0, INT_MAX}, {"-m", 1, INT_MAX}, {"-s", 0, INT_MAX},
-    {"-g", 1, 1048576}, {"-a", 0, 1},       {"-z", -1, 3},       {"-np", -1, 1 << 20}, {"-rpn", 0, 1 << 16},
+    {"-g", 1, 1048576}, {"-a", 0, 1},       {"-z", -1, 3},
+    {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX}, {"-np", -1, 1 << 20}, {"-rpn", 0, 1 << 16},
 };
 
 static void arg_int_range(const char* flag, long* min, long* max) {
@@ -131,6 +148,12 @@ static void train_args_defaults(TrainArgs* a) {
     a->seed = 42;
     a->collective_timeout_s = 300.0f;
     a->gns_beta = 0.95f;
+    a->batch_max_tokens = -1;
+    a->batch_start_tokens = -1;
+    a->batch_growth_factor = 0.0625f;
+    a->batch_window = 3;
+    a->batch_lr_rule = "sqrt";
+    a->batch_schedule = NULL;
     a->trace_path = NULL;
     a->trace_steps = "2-4";
     a->plan_machine = NULL;
@@ -162,7 +185,7 @@ static void train_args_print_help(const char* program, FILE* out) {
         const ArgSpec* s = &arg_specs[i];
         const char* field = (const char*)&d + s->offset;
         char def[128];
-        if (s->type == ARG_INT) snprintf(def, sizeof(def), "%d", *(const int*)field);
+        if (s->type == ARG_INT || s->type == ARG_INT_OR_AUTO) snprintf(def, sizeof(def), "%d", *(const int*)field);
         else if (s->type == ARG_FLOAT) snprintf(def, sizeof(def), "%g", *(const float*)field);
         else snprintf(def, sizeof(def), "%s", *(const char* const*)field ? *(const char* const*)field : "(none)");
         fprintf(out, "  %-4s %-60s default %s\n", s->flag, s->help, def);
@@ -210,12 +233,15 @@ static void train_args_parse(TrainArgs* a, int argc, char** argv) {
         char* field = (char*)a + spec->offset;
         char* end = NULL;
         errno = 0;
-        if (spec->type == ARG_INT) {
+        if (spec->type == ARG_INT_OR_AUTO && strcmp(value, "auto") == 0) {
+            *(int*)field = TOTAL_BATCH_AUTO;
+        } else if (spec->type == ARG_INT || spec->type == ARG_INT_OR_AUTO) {
             long min, max;
             arg_int_range(spec->flag, &min, &max);
+            const char* or_auto = spec->type == ARG_INT_OR_AUTO ? " or auto" : "";
             long v = strtol(value, &end, 10);
             if (end == value || *end != '\0') {
-                args_fail("error: %s: '%s' is not an integer; expected an integer in [%ld, %ld]", spec->flag, value, min, max);
+                args_fail("error: %s: '%s' is not an integer; expected an integer in [%ld, %ld]%s", spec->flag, value, min, max, or_auto);
             }
             if (errno == ERANGE || v < min || v > max) {
                 args_fail("error: %s: %s is out of range; expected an integer in [%ld, %ld]", spec->flag, value, min, max);
@@ -241,7 +267,11 @@ static void train_args_parse(TrainArgs* a, int argc, char** argv) {
 static void train_args_validate(const TrainArgs* a) {
 #define ARG_REQUIRE(cond, flag, expected) \
     do { if (!(cond)) args_fail("error: %s: invalid value; expected %s", flag, expected); } while (0)
-    ARG_REQUIRE(a->total_batch_tokens == -1 || a->total_batch_tokens >= 1, "-d", "-1 or a positive number of tokens");
+    ARG_REQUIRE(a->total_batch_tokens == -1 || a->total_batch_tokens == TOTAL_BATCH_AUTO || a->total_batch_tokens >= 1, "-d",
+                "-1, auto or a positive number of tokens");
+    ARG_REQUIRE(a->batch_max_tokens == -1 || a->batch_max_tokens >= 1, "-dm", "a positive number of tokens");
+    ARG_REQUIRE(a->batch_start_tokens == -1 || a->batch_start_tokens >= 1, "-d0", "-1 or a positive number of tokens");
+    ARG_REQUIRE(a->batch_growth_factor > 0.0f, "-df", "a factor > 0");
     ARG_REQUIRE(a->learning_rate >= 0.0f, "-l", "a learning rate >= 0");
     ARG_REQUIRE(a->final_lr_fraction >= 0.0f && a->final_lr_fraction <= 1.0f, "-q", "a fraction in [0, 1]");
     ARG_REQUIRE(a->weight_decay >= 0.0f, "-c", "weight decay >= 0");

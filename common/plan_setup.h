@@ -36,6 +36,10 @@ static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
     }
     int N = a->plan_world_size == -1 ? 1 : a->plan_world_size;
     if (N < 1) { fprintf(stderr, "error: -np %d: expected at least 1 rank\n", N); return 1; }
+    if (a->total_batch_tokens == TOTAL_BATCH_AUTO) {
+        fprintf(stderr, "error: -d auto: a plan is for one batch; expected -d TOKENS (a multiple of B*T*ranks) or -1\n");
+        return 1;
+    }
     long long per_micro = (long long)a->B * a->T * N;
     long long total = a->total_batch_tokens == -1 ? per_micro : a->total_batch_tokens;
     if (total % per_micro != 0) {
