@@ -286,6 +286,10 @@ static void train_args_validate(const TrainArgs* a) {
     if (train_args_trace_steps(a->trace_steps, &first, &last) != 0) {
         args_fail("error: -ts %s: not a step range; expected FIRST-LAST or STEP with 1 <= FIRST <= LAST", a->trace_steps);
     }
+    size_t tn = a->trace_path ? strlen(a->trace_path) : 0;
+    if (a->trace_path != NULL && (tn < 6 || strcmp(a->trace_path + tn - 5, ".json") != 0)) {
+        args_fail("error: -tr %s: not a .json file name; expected a path ending in .json (rank R writes .rankR.json)", a->trace_path);
+    }
     if (a->plan_machine == NULL && (a->plan_world_size != -1 || a->plan_ranks_per_node != 0)) {
         args_fail("error: %s: only plans take a world; expected --plan MACHINE as well (a run's ranks come from mpirun)",
                   a->plan_world_size != -1 ? "-np" : "-rpn");

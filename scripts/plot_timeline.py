@@ -139,7 +139,7 @@ def draw(ranks, step, out, title):
     legend = [Patch(color=COLORS[k], label=k) for k in ("forward", "lm head f", "lm head b", "backward", "optimizer")]
     legend += [Patch(facecolor="#d62728", hatch="////", label="waiting on a collective (exposed)")]
     legend += [Patch(color=COLORS[k], label=k) for k in ("all_reduce", "reduce_scatter", "all_gather", "scalar all_reduce")]
-    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.18 if len(order) > 2 else -0.35), ncol=5, fontsize=8,
+    ax.legend(handles=legend, loc="upper center", bbox_to_anchor=(0.5, -0.18 if len(order) > 2 else -0.35 if len(order) == 2 else -0.6), ncol=5, fontsize=8,
               frameon=False)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()

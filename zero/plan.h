@@ -571,8 +571,8 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     fprintf(out, "plan: batch B %d x T %d x %d ranks x %d micro-steps = %lld tokens per step | %s\n", pm->B, pm->T, N, A, tokens,
             pm->has_master ? "bf16 params and grads, fp32 master, m, v (GPU build)" : "fp32 params, grads, m, v (CPU build)");
     fprintf(out, "plan: machine %s\n", m->name);
-    fprintf(out, "plan: per rank %.1f TFLOP/s matmul (%.2f of %.1f peak%s), %.0f GB/s memory, %s per device | %d ranks on %d node%s (%d per node)\n",
-            flops / 1e12, m->gemm_eff * share, m->peak_flops / 1e12, share < 1.0 ? ", cores shared" : "", mem_bw / 1e9,
+    fprintf(out, "plan: per rank %.4g GFLOP/s matmul (%.2f of %.4g GFLOP/s peak%s), %.0f GB/s memory, %s per device | %d ranks on %d node%s (%d per node)\n",
+            flops / 1e9, m->gemm_eff * share, m->peak_flops / 1e9, share < 1.0 ? ", cores shared" : "", mem_bw / 1e9,
             plan_gib(m->memory, buf[0], sizeof(buf[0])), N, net.nodes, net.nodes > 1 ? "s" : "", rpn);
     fprintf(out, "plan: ring step: alpha %.1f us, beta %.2f GB/s%s; compute per micro-step %.2f ms (%.3g GFLOP)\n", net.alpha * 1e6,
             net.beta / 1e9, net.nodes > 1 ? " (the node's inter-node bandwidth bounds it)" : " (within a node)",

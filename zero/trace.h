@@ -20,7 +20,9 @@
  * collectives queue on it), with the issue time and the queued time in its args.
  * GPU build: CUDA events recorded on the compute stream at each compute hook and around each
  * compute-stream wait, and on the comm stream before and after each collective; they are read
- * when the file is written, after the run, so no step ever synchronizes for the trace.
+ * when the file is written, after the run, so no step ever synchronizes for the trace. The
+ * host's own waits (zero_op_wait: the scalar all-reduces, the host-staged backend) and the
+ * scalar all-reduces themselves are host clock times, on the same axis (the anchor event).
  *
  * Hooks, one call at each point: zero_trace_compute (the model, at each unit and phase),
  * zero_trace_step_begin (zero_step_begin), zero_trace_step_end (the trainer, after the step),
@@ -57,6 +59,7 @@ typedef struct {
     long long elements; // comm: ring count sent by this rank
     double begin, end, issued; // seconds from the trace's start (GPU: filled from events at the end)
     int ev_begin, ev_end;      // GPU: event pool indices (-1: none)
+    int host;                  // GPU: begin and end are host clock times (a host wait or collective)
 } ZeroTraceEvent;
 
 // A host collective between its issue and its wait (CPU build): the trace's own record of it.
@@ -260,11 +263,15 @@ static void zero_trace_step_end(ZeroEngine* z) {
     t->recording = 0;
 }
 
-#if !ZERO_GPU_BUILD
-// CPU build, zero_op_begin: `op` (kind, unit set) starts now, sending `elements` (ring count).
+// Host collectives the communication track shows: every one in the CPU build; in the GPU build
+// the scalar all-reduces (norm, loss), as the device ones are traced on the comm stream below
+// (the host-staged backend's inner MPI calls are parts of those).
+static int zero_trace_host_op(int kind) { return !ZERO_GPU_BUILD || kind == ZERO_OP_SCALAR_ALL_REDUCE; }
+
+// zero_op_begin: `op` (kind, unit set) starts now, sending `elements` (ring count).
 static void zero_trace_issue(const ZeroOp* op, long long elements) {
     ZeroTrace* t = &zero_trace;
-    if (!ZERO_TRACE || !zero_trace_records_comm()) return;
+    if (!ZERO_TRACE || !zero_trace_records_comm() || !zero_trace_host_op(op->kind)) return;
     pthread_mutex_lock(&t->lock);
     if (t->in_flight_count < t->in_flight_capacity) {
         ZeroTraceInFlight* f = &t->in_flight[t->in_flight_count++];
@@ -292,7 +299,8 @@ static void zero_trace_done(const ZeroOp* op) {
 }
 
 // zero_op_wait waited for `op` from `begin` to `end` (host clock, zero_clock): a wait span on the
-// compute track (in a traced step), and the collective's span on the communication track.
+// compute track (in a traced step; GPU build too: the host's waits count in the step's comm
+// wait beside the device stalls), and the collective's span on the communication track.
 static void zero_trace_wait(const ZeroOp* op, double begin, double end) {
     ZeroTrace* t = &zero_trace;
     if (!ZERO_TRACE || !t->on) return;
@@ -305,6 +313,7 @@ static void zero_trace_wait(const ZeroOp* op, double begin, double end) {
             e->unit = op->unit;
             e->begin = begin;
             e->end = end;
+            e->host = 1;
         }
     }
     pthread_mutex_lock(&t->lock);
@@ -321,19 +330,15 @@ static void zero_trace_wait(const ZeroOp* op, double begin, double end) {
             e->elements = f->elements;
             e->issued = e->begin = f->issued;
             e->end = done;
+            e->host = 1;
         }
         *f = t->in_flight[--t->in_flight_count];
         break;
     }
     pthread_mutex_unlock(&t->lock);
 }
-#else
-// GPU build: host collectives (scalars, checkpoints, the host-staged backend's inner calls)
-// are not on the device timeline; zero_device_collective traces the device ones below.
-static inline void zero_trace_issue(const ZeroOp* op, long long elements) { (void)op; (void)elements; }
-static inline void zero_trace_done(const ZeroOp* op) { (void)op; }
-static inline void zero_trace_wait(const ZeroOp* op, double begin, double end) { (void)op; (void)begin; (void)end; }
 
+#if ZERO_GPU_BUILD
 // GPU build, zero_device_collective: events on the comm stream right before the collective
 // (it fires when the comm stream reaches it: inputs ready, the collectives before it done) and
 // right after it. Returns the first event's index for zero_trace_device_collective_end.
@@ -500,6 +505,7 @@ static void zero_trace_close(ZeroEngine* z, int grad_accum_steps) {
     for (int i = 0; i < t->count; i++) {
         ZeroTraceEvent* e = &t->events[i];
         float ms = 0.0f;
+        if (e->host) continue; // host clock times already
         if (e->ev_begin >= 0) { CUDA_CHECK(cudaEventElapsedTime(&ms, t->anchor, t->pool[e->ev_begin])); e->begin = t->anchor_s + ms / 1e3; }
         if (e->ev_end >= 0) { CUDA_CHECK(cudaEventElapsedTime(&ms, t->anchor, t->pool[e->ev_end])); e->end = t->anchor_s + ms / 1e3; }
         if (e->ev_begin < 0 || e->ev_end < 0) e->kind = -1; // incomplete (pool used up): left out
