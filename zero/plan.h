@@ -63,7 +63,10 @@ typedef struct {
  *   h200  the same node with H200 SXM 141 GB, 4.8 TB/s HBM3e
  *   cpu   this machine (filled in by the CPU trainer: measured sgemm rate and memory bandwidth,
  *         its cores, threads per rank from OMP_NUM_THREADS); ranks on one host talk through
- *         Open MPI's shared memory (the values below, measured here by dev/bench/plan_check.sh)
+ *         Open MPI's shared memory: 3 GB/s and 60 us per ring step are assumptions (a copy at
+ *         memory speed, the progress thread's 50 us poll); dev/bench/plan_check.sh prints the
+ *         bandwidth the trace shows the collectives achieving beside them (far lower when the
+ *         ranks' cores are busy: the ring advances only when a progress thread gets a core)
  * GEMM efficiency on the GPUs: 0.7 of peak (assumed; gpu_check.sh measures it when a GPU is
  * at hand), element-wise kernels at 0.8 of the memory bandwidth (assumed).
  */
@@ -88,7 +91,7 @@ static int plan_machine_preset(const char* name, PlanMachine* m) {
         snprintf(m->name, sizeof(m->name), "cpu: this machine");
         m->gemm_eff = 1.0; // peak_flops is the measured sgemm rate itself
         m->ranks_per_node = 0; // all ranks on this host unless -rpn says otherwise
-        m->intra_bw = 3.0e9;   // Open MPI shared memory, one rank's ring edge (measured: plan_check.sh)
+        m->intra_bw = 3.0e9;   // Open MPI shared memory, one rank's ring edge (assumed; see above)
         m->intra_lat = 60e-6;  // a ring step waits for the progress thread's poll (50 us, zero/progress_cpu.h)
         m->inter_bw = 1e9 / 8; // 1 Gbit/s Ethernet unless overridden
         m->inter_lat = 100e-6;
@@ -436,7 +439,6 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
         plan_grads_ready(s, UNIT_EMBEDDING, last);
     }
     // optimizer (zero_optimizer_step)
-    double opt_begin = s->t;
     for (int u = s->num_units - 1; s->stage <= 1 && u >= 0; u--) plan_wait(s, s->grad_done[u], s->stage == 0 ? ZERO_OP_ALL_REDUCE : ZERO_OP_REDUCE_SCATTER, u);
     if (s->stage >= 2) {
         for (;;) {
@@ -459,7 +461,6 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
                                           zero_ring_all_gather_elements(pu->padded_numel, N));
     }
     plan_wait(s, s->t + tm->scalar_s, ZERO_OP_SCALAR_ALL_REDUCE, -1); // mean loss
-    (void)opt_begin;
 #undef PLAN_RUN
     *compute_s = busy;
 }
@@ -520,6 +521,13 @@ typedef struct {
     int fits;
 } PlanStage;
 
+// FLOP/s as TFLOP/s (a GPU) or GFLOP/s (a CPU).
+static const char* plan_rate(double flops, char* buf, size_t cap) {
+    if (flops >= 1e12) snprintf(buf, cap, "%.1f TFLOP/s", flops / 1e12);
+    else snprintf(buf, cap, "%.2f GFLOP/s", flops / 1e9);
+    return buf;
+}
+
 static const char* plan_gib(double bytes, char* buf, size_t cap) {
     if (bytes >= 1073741824.0) snprintf(buf, cap, "%.2f GiB", bytes / 1073741824.0);
     else snprintf(buf, cap, "%.1f MiB", bytes / 1048576.0);
@@ -565,16 +573,16 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     long long tokens = (long long)pm->B * pm->T * N * A;
     // Per rank the budget is the device's memory, or (CPU) the host's shared by its ranks.
     double budget = (m->cores > 0 ? m->memory / rpn : m->memory) - m->reserve;
-    char buf[6][32];
+    char buf[7][32];
     fprintf(out, "plan: %s | L %d | C %d | NH %d | Vp %d | parameters %zu, Ψ = %zu padded for N = %d\n", init, L, cfg->channels,
             cfg->num_heads, cfg->padded_vocab_size, layout.num_parameters, layout.padded_numel, N);
     fprintf(out, "plan: batch B %d x T %d x %d ranks x %d micro-steps = %lld tokens per step | %s\n", pm->B, pm->T, N, A, tokens,
             pm->has_master ? "bf16 params and grads, fp32 master, m, v (GPU build)" : "fp32 params, grads, m, v (CPU build)");
     fprintf(out, "plan: machine %s\n", m->name);
-    fprintf(out, "plan: per rank %.4g GFLOP/s matmul (%.2f of %.4g GFLOP/s peak%s), %.0f GB/s memory, %s per device | %d ranks on %d node%s (%d per node)\n",
-            flops / 1e9, m->gemm_eff * share, m->peak_flops / 1e9, share < 1.0 ? ", cores shared" : "", mem_bw / 1e9,
-            plan_gib(m->memory, buf[0], sizeof(buf[0])), N, net.nodes, net.nodes > 1 ? "s" : "", rpn);
-    fprintf(out, "plan: ring step: alpha %.1f us, beta %.2f GB/s%s; compute per micro-step %.2f ms (%.3g GFLOP)\n", net.alpha * 1e6,
+    fprintf(out, "plan: per rank %s matmul (%.2f of %s peak%s), %.1f GB/s memory, %s per device | %d ranks on %d node%s (%d per node)\n",
+            plan_rate(flops, buf[1], 32), m->gemm_eff * share, plan_rate(m->peak_flops, buf[2], 32), share < 1.0 ? ", cores shared" : "",
+            mem_bw / 1e9, plan_gib(m->memory, buf[0], sizeof(buf[0])), N, net.nodes, net.nodes > 1 ? "s" : "", rpn);
+    fprintf(out, "plan: ring step: alpha %.1f us, beta %.2f GB/s%s; GEMM and attention products per micro-step %.2f ms (%.3g GFLOP)\n", net.alpha * 1e6,
             net.beta / 1e9, net.nodes > 1 ? " (the node's inter-node bandwidth bounds it)" : " (within a node)",
             1e3 * (step_flops / A) / flops, step_flops / A / 1e9);
     fprintf(out, "%-5s | %-10s | %-10s | %-10s | %-10s | %-11s | %-10s | %-4s | %-12s | %-13s | %9s | %9s | %10s | %9s | %10s | %6s\n",
@@ -615,7 +623,7 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
         fprintf(out, "%-5d | %-10s | %-10s | %-10s | %-10s | %-11s | %-10s | %-4s | %-12s | %-13s | %6.1f ms | %6.1f ms | %7.1f ms | %6.1f ms | %10.0f | %5.1f%%\n",
                 stage, plan_gib(p->params, buf[0], 32), plan_gib(p->grads, buf[1], 32), plan_gib(p->optimizer, buf[2], 32),
                 plan_gib(p->working, buf[3], 32), plan_gib(p->activations, buf[4], 32), plan_gib(p->total, buf[5], 32),
-                p->fits ? "yes" : "NO", plan_gib(sent_bytes, buf[0], 32), across, 1e3 * p->step.compute_s, 1e3 * p->step.comm_s,
+                p->fits ? "yes" : "NO", plan_gib(sent_bytes, buf[6], 32), across, 1e3 * p->step.compute_s, 1e3 * p->step.comm_s,
                 1e3 * p->step.exposed_s, 1e3 * p->step.step_s, p->tokens_per_s, 100.0 * p->mfu);
         if (trace_path && events) {
             size_t n = strlen(trace_path);

@@ -348,7 +348,6 @@ static int zero_trace_device_collective_begin(ZeroEngine* z) {
 }
 
 static void zero_trace_device_collective_end(ZeroEngine* z, int begin_ev, ZeroOpKind kind, int unit, long long elements) {
-    ZeroTrace* t = &zero_trace;
     if (!ZERO_TRACE || begin_ev < 0) return;
     ZeroTraceEvent* e = zero_trace_add(ZERO_TRACE_EV_COMM);
     if (e == NULL) return;
@@ -359,7 +358,6 @@ static void zero_trace_device_collective_end(ZeroEngine* z, int begin_ev, ZeroOp
     e->issued = zero_trace_now(); // host enqueue time, for reference
     e->ev_begin = begin_ev;
     e->ev_end = zero_trace_record(z->comm);
-    (void)t;
 }
 
 // zero_compute_wait_op: the next compute-stream wait is for `op` (its label in the trace).
