@@ -431,7 +431,7 @@ static int zero_trace_write(const char* path, ZeroTraceEvent* events, int count,
         if (e->begin < link_free) e->begin = link_free < e->end ? link_free : e->end;
         if (e->end > link_free) link_free = e->end;
     }
-    char tmp[4300];
+    char tmp[4400]; // path (at most 4300, plan_print) + ".tmp"
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     FILE* f = fopen(tmp, "w");
     if (f == NULL) {
