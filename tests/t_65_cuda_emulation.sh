@@ -133,11 +133,12 @@ done
 # squared norms 2%, B_simple 5%.
 cpu_compare() {
     local name=$1 stage=$2 gpu_dir=$3; shift 3
+    local out="$ET/cpu_$name" # one directory per comparison: the trainer refuses a -o holding a previous run
     if [ ! -f "$gpu_dir/log.jsonl" ] || ! timeout 600 "${MPIRUN[@]}" -np 2 build/train_gpt2_z"$stage" -e dev/reference/gpt2_ref_model.bin \
-           -t 32 -b 4 -n 0 -l 1e-3 -x 6 -v 3 -m 2 -s 0 -i "$ET/train.bin" -j "$ET/val.bin" -o "$ET/cpu$stage" "$@" >"$ET/cpu$stage.out" 2>&1; then
-        echo "FAIL $name: $(tail -3 "$ET/cpu$stage.out" 2>/dev/null | tr '\n' ' ')"; return
+           -t 32 -b 4 -n 0 -l 1e-3 -x 6 -v 3 -m 2 -s 0 -i "$ET/train.bin" -j "$ET/val.bin" -o "$out" "$@" >"$out.out" 2>&1; then
+        echo "FAIL $name: $( (grep -m1 '^error' "$out.out" || tail -3 "$out.out") 2>/dev/null | tr '\n' ' ')"; return
     fi
-    check "$name" python3 - "$ET/cpu$stage" "$gpu_dir" <<'PY'
+    check "$name" python3 - "$out" "$gpu_dir" <<'PY'
 import json, sys
 def train(d): return {r["step"]: r for r in map(json.loads, open(d + "/log.jsonl")) if r["kind"] == "train"}
 cpu, gpu = train(sys.argv[1]), train(sys.argv[2])
