@@ -98,9 +98,9 @@ static const ArgSpec arg_specs[] = {
     {"-dw", ARG_INT, ARG_FIELD(batch_window), "-d auto: ... for dw steps in a row"},
     {"-dl", ARG_STRING, ARG_FIELD(batch_lr_rule), "lr when the batch changes: none, sqrt, linear (x ratio to the first)"},
     {"-ds", ARG_STRING, ARG_FIELD(batch_schedule), "batch by hand: STEP:TOKENS,... (after STEP steps, TOKENS)"},
-    {"-tr", ARG_STRING, ARG_FIELD(trace_path), "write a timeline of steps -ts to FILE.json (rank R: FILE.rankR.json)"},
+    {"-tr", ARG_STRING, ARG_FIELD(trace_path), "timeline of steps -ts, FILE.json (rank R: FILE.rankR.json)"},
     {"-ts", ARG_STRING, ARG_FIELD(trace_steps), "steps the timeline holds: FIRST-LAST or STEP (from 1)"},
-    {"--plan", ARG_STRING, ARG_FIELD(plan_machine), "plan stages 0-3 on MACHINE (h100, h200, cpu[,key=value...]) and exit"},
+    {"--plan", ARG_STRING, ARG_FIELD(plan_machine), "plan stages 0-3 on h100, h200, cpu[,key=value...]; exit"},
     {"-np", ARG_INT, ARG_FIELD(plan_world_size), "with --plan: the number of ranks to plan for (-1: 1)"},
     {"-rpn", ARG_INT, ARG_FIELD(plan_ranks_per_node), "with --plan: ranks per node (0: the machine's)"},
 };
