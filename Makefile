@@ -2,6 +2,8 @@
 #   make train_gpt2 test_gpt2     CPU build
 #   make test                     build and run every test group (tests/run_all.sh)
 #   ZERO_STAGE=0|1|2|3            compile-time ZeRO stage (default 0)
+#   NO_USE_MPI=auto|0|1           1: build without Open MPI (one process, zero/mpi_single.h);
+#                                 auto (default): 1 where no working mpicc is found
 CC ?= gcc
 ZERO_STAGE ?= 0
 CFLAGS ?= -O3 -march=native -ffp-contract=fast -fno-math-errno
@@ -41,13 +43,27 @@ BLAS_LDLIBS = -lopenblas
 endif
 CFLAGS += $(BLAS_CFLAGS)
 LDLIBS = $(BLAS_LDLIBS) -lm
-# Open MPI: the trainer always links it (it runs as a singleton without mpirun), and every binary
-# that includes zero.cuh needs its header, so its flags go to all; train_gpt2 builds with mpicc.
+# Open MPI: the trainer links it (it runs as a singleton without mpirun), and every binary that
+# includes zero.cuh needs its header, so its flags go to all; train_gpt2 builds with mpicc.
+# Without Open MPI (no working mpicc, or NO_USE_MPI=1) every binary builds with $(CC) against
+# zero/mpi_single.h instead: one process, world size 1; a launch of several tasks is an error.
 MPICC ?= mpicc
+NO_USE_MPI ?= auto
+MPI_FOUND := $(shell $(MPICC) --showme:compile >/dev/null 2>&1 && echo 1)
+CPU_NO_MPI := $(if $(filter auto,$(NO_USE_MPI)),$(if $(MPI_FOUND),0,1),$(NO_USE_MPI))
+ifeq ($(CPU_NO_MPI),1)
+MPI_CFLAGS := -DZERO_NO_MPI=1
+MPI_LDLIBS :=
+MPI_CC = $(CC)
+else
 MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
 MPI_LDLIBS := $(shell $(MPICC) --showme:link 2>/dev/null)
+MPI_CC = $(MPICC)
+endif
 CFLAGS += $(MPI_CFLAGS)
 LDLIBS += $(MPI_LDLIBS)
+# The one-process variants CI builds and runs whatever is installed (tests/t_12_no_mpi.sh).
+NOMPI_CFLAGS = $(filter-out $(MPI_CFLAGS),$(CFLAGS)) -DZERO_NO_MPI=1
 BUILD = build
 
 # Headers every CPU binary depends on (so a header edit rebuilds).
@@ -55,16 +71,21 @@ CPU_HEADERS = $(wildcard common/*.h cpu/*.h zero/*.h zero.cuh) $(BUILD)/blas_sta
 # A change of BLAS (make BLAS=..., or scipy-openblas32 installed) rebuilds every CPU binary.
 $(BUILD)/blas_stamp: FORCE
 	@mkdir -p $(BUILD); echo "$(BLAS) $(BLAS_LDLIBS)" | cmp -s - $@ || echo "$(BLAS) $(BLAS_LDLIBS)" > $@
+# The build's "version" in the start-up handshake (zero/handshake.h): a hash of the sources, so
+# that ranks built from different sources are told apart, and the same sources built on two hosts match.
+ZERO_SOURCE_HASH := $(shell cat train_gpt2.c $(sort $(wildcard common/*.h cpu/*.h zero/*.h zero.cuh)) 2>/dev/null | sha256sum | cut -c1-16)
+CFLAGS += -DZERO_SOURCE_HASH=\"$(ZERO_SOURCE_HASH)\"
 
 .PHONY: all test clean
 all: train_gpt2 test_gpt2
 
 train_gpt2: train_gpt2.c $(CPU_HEADERS)
-	$(MPICC) $(CFLAGS) $< -o $@ $(LDLIBS)
-# `make train_gpt2 ZERO_STAGE=k` must rebuild when k changes: the stage is recorded in a stamp.
-train_gpt2: $(BUILD)/zero_stage_stamp
+	$(MPI_CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+# `make train_gpt2 ZERO_STAGE=k` must rebuild when k changes: the stage is recorded in a stamp,
+# and so is the MPI choice (with or without Open MPI).
+train_gpt2 test_gpt2: $(BUILD)/zero_stage_stamp
 $(BUILD)/zero_stage_stamp: FORCE
-	@mkdir -p $(BUILD); echo $(ZERO_STAGE) | cmp -s - $@ || echo $(ZERO_STAGE) > $@
+	@mkdir -p $(BUILD); echo '$(ZERO_STAGE) NO_USE_MPI=$(CPU_NO_MPI)' | cmp -s - $@ || echo '$(ZERO_STAGE) NO_USE_MPI=$(CPU_NO_MPI)' > $@
 .PHONY: FORCE
 FORCE:
 
@@ -73,15 +94,30 @@ FORCE:
 ZERO_BINARIES = $(BUILD)/train_gpt2_z0 $(BUILD)/train_gpt2_z1 $(BUILD)/train_gpt2_z2 $(BUILD)/train_gpt2_z3 $(BUILD)/zero_consolidate
 $(BUILD)/train_gpt2_z%: train_gpt2.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)
-	$(MPICC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=$* $< -o $@ $(LDLIBS)
+	$(MPI_CC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=$* $< -o $@ $(LDLIBS)
 $(BUILD)/zero_consolidate: dev/zero_consolidate.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 zero_binaries: $(ZERO_BINARIES)
-test: zero_binaries
+# The same trainers with MPI's own non-blocking collectives instead of the engine's rings
+# (ZERO_RING=0, zero/comm_ring.h): only to measure the difference (dev/bench/cluster_bench.sh).
+$(BUILD)/mpicoll/train_gpt2_z%: train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(BUILD)/mpicoll
+	$(MPI_CC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=$* -DZERO_RING=0 $< -o $@ $(LDLIBS)
+test: zero_binaries nompi_binaries
 
 test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+# Without Open MPI, whatever is installed: build/train_gpt2_nompi, build/test_gpt2_nompi (stage 0).
+NOMPI_BINARIES = $(BUILD)/train_gpt2_nompi $(BUILD)/test_gpt2_nompi
+$(BUILD)/train_gpt2_nompi: train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(BUILD)
+	$(CC) $(filter-out -DZERO_STAGE=%,$(NOMPI_CFLAGS)) -DZERO_STAGE=0 $< -o $@ $(BLAS_LDLIBS) -lm
+$(BUILD)/test_gpt2_nompi: test_gpt2.c train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(BUILD)
+	$(CC) $(filter-out -DZERO_STAGE=%,$(NOMPI_CFLAGS)) -DZERO_STAGE=0 $< -o $@ $(BLAS_LDLIBS) -lm
+nompi_binaries: $(NOMPI_BINARIES)
 
 # Unit tests: every tests/test_*.c becomes build/test_*
 UNIT_TEST_SRCS = $(wildcard tests/test_*.c)
@@ -106,4 +142,4 @@ clean:
 # Benchmarks (not tests): dev/bench/*.c become build/*
 $(BUILD)/bench_cpu: dev/bench/bench_cpu.c train_gpt2.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)
-	$(MPICC) $(CFLAGS) $< -o $@ $(LDLIBS)
+	$(MPI_CC) $(CFLAGS) $< -o $@ $(LDLIBS)

@@ -3,11 +3,18 @@
  * header the trainers include. Its parts live in zero/, one concern a file, included below in
  * this order (each needs only the ones above it):
  *
+ *   zero/mpi_single.h   without Open MPI only (ZERO_NO_MPI): <mpi.h>'s calls for one process
  *   zero/layout.h       shard layout and DESIGN.md's formulas (bytes per rank, elements sent)
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, ZeroEngine
+ *   zero/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
+ *   zero/cluster.h      this rank, its host, every rank's host; what it is waiting for now
  *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
  *   zero/trace.h        the per-rank timeline of chosen steps (-tr): Chrome trace-event JSON
- *   zero/comm_mpi.h     communication over MPI: every MPI call, the -wt timeout, aborting ranks
+ *   zero/comm_mpi.h     communication over MPI: the engine's MPI calls, the -wt timeout, aborting ranks
+ *   zero/comm_ring.h    the unit collectives as rings over MPI point-to-point (bytes = formula)
+ *   zero/faults.h       each rank's line when the job ends under it; the lost-host check
+ *   zero/handshake.h    start-up across hosts, bounded by -wt: fingerprint, agreement, broadcasts
+ *   zero/run_lock.h     one output dir, one run: the lock
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
@@ -15,6 +22,8 @@
  *                       alpha-beta model of the ring collectives in the engine's schedule
  *   zero/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
  *   zero/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
+ *   zero/optimizer_gpu.cuh the GPU optimizer step: fp32 gradient norm, clipping on the device,
+ *                       one AdamW launch, results read back asynchronously (two steps in flight)
  *   zero/checkpoint.h   checkpoint save and resume over either engine
  *
  * Where a collective is issued: zero_grads_unit_ready (gradients: all-reduce or reduce-scatter,
@@ -53,12 +62,21 @@
 #ifndef ZERO_CUH
 #define ZERO_CUH
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+// Without Open MPI (make NO_USE_MPI=1, or no mpicc found): a one-process stand-in (world size 1).
+#ifndef ZERO_NO_MPI
+#define ZERO_NO_MPI 0
+#endif
+#if ZERO_NO_MPI
+#include "zero/mpi_single.h"
+#else
 #include <mpi.h>
+#endif
 // The GPU build: nvcc, or g++ over the CPU emulation of CUDA (dev/emu/emu.h; tests only).
 #if defined(__CUDACC__) || defined(CUDA_EMULATION)
 #define ZERO_GPU_BUILD 1
@@ -71,6 +89,11 @@
 #include "cpu/global_norm.h"
 #if ZERO_GPU_BUILD
 #include "common/cuda_utils.cuh" // bf16, CUDA_CHECK, NCCL_CHECK
+#include "kernels/adamw.cuh"       // AdamWPlan (the engine's multi-tensor optimizer plan)
+#if ZERO_NO_MPI
+#undef ZERO_COMM_MPI
+#define ZERO_COMM_MPI 1 // one process: no collective ever runs, no NCCL is linked
+#endif
 #ifndef ZERO_COMM_MPI
 #define ZERO_COMM_MPI 0 // 1: host-staged MPI collectives instead of NCCL (make ZERO_COMM=mpi)
 #endif
@@ -84,6 +107,13 @@
 #endif
 #if ZERO_STAGE < 0 || ZERO_STAGE > 3
 #error "ZERO_STAGE must be 0, 1, 2 or 3"
+#endif
+
+// 1: the unit collectives of the MPI path (CPU engine, host-staged GPU backend) are the engine's
+// own rings (zero/comm_ring.h); 0: MPI's non-blocking collectives, whatever algorithm the library
+// picks (make ZERO_RING=0; kept to measure the difference, dev/bench/cluster_bench.sh).
+#ifndef ZERO_RING
+#define ZERO_RING 1
 #endif
 
 // Per-rank slices are multiples of this many elements (256 bytes of fp32), so every shard
@@ -103,9 +133,15 @@ typedef float ZeroFloat;
 
 #include "zero/layout.h"
 #include "zero/engine.h"
+#include "zero/launcher.h"
+#include "zero/cluster.h"
 #include "zero/progress_cpu.h"
 #include "zero/trace.h"
 #include "zero/comm_mpi.h"
+#include "zero/comm_ring.h"
+#include "zero/faults.h"
+#include "zero/handshake.h"
+#include "zero/run_lock.h"
 #include "zero/work_units.h"
 #include "zero/engine_cpu.h"
 #include "zero/accounting.h"
@@ -113,6 +149,7 @@ typedef float ZeroFloat;
 #if ZERO_GPU_BUILD
 #include "zero/comm_gpu.cuh"
 #include "zero/engine_gpu.cuh"
+#include "zero/optimizer_gpu.cuh"
 #endif
 #include "zero/checkpoint.h"
 

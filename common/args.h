@@ -3,9 +3,9 @@
  * they mean the same thing (-i -j -e -o -n -y -b -t -d -l -u -q -c -k -x -v -m -s -g -a -z),
  * plus -gc (gradient clip), -sd (seed), -wt (collective wait timeout, seconds), -gb (EMA beta of
  * the gradient noise scale meter, common/gns.h; -1 turns the meter off), the batch schedule
- * (common/batch_schedule.h): -d auto with -dm, -d0, -df, -dw, -dl, or -ds by hand, -tr/-ts (the
- * per-rank timeline of chosen steps, zero/trace.h), --plan/-np/-rpn (the planner, zero/plan.h:
- * no training).
+ * (common/batch_schedule.h): -d auto with -dm, -d0, -df, -dw, -dl, or -ds by hand, -ot (CUDA
+ * build: the per-kernel table over that many steps, common/op_timer.cuh), -tr/-ts (the per-rank
+ * timeline of chosen steps, zero/trace.h), --plan/-np/-rpn (the planner, zero/plan.h: no training).
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
  * flag or a malformed value prints one error line and exits 1.
  */
@@ -53,6 +53,7 @@ typedef struct {
     int batch_window;          // -dw: ... for this many steps in a row
     const char* batch_lr_rule; // -dl: lr when the batch changes: none, sqrt, linear
     const char* batch_schedule; // -ds: the batch by hand, "STEP:TOKENS,..." (NULL: none)
+    int op_timing_steps;       // -ot: CUDA build, steps timed op family by op family (0: off)
     const char* trace_path;    // -tr: per-rank timeline (Chrome trace JSON), NULL: none
     const char* trace_steps;   // -ts: "FIRST-LAST" or "STEP", steps from 1
     const char* plan_machine;  // --plan: print the plan for this machine and exit (no training)
@@ -98,6 +99,7 @@ static const ArgSpec arg_specs[] = {
     {"-dw", ARG_INT, ARG_FIELD(batch_window), "-d auto: ... for dw steps in a row"},
     {"-dl", ARG_STRING, ARG_FIELD(batch_lr_rule), "lr when the batch changes: none, sqrt, linear (x ratio to the first)"},
     {"-ds", ARG_STRING, ARG_FIELD(batch_schedule), "batch by hand: STEP:TOKENS,... (after STEP steps, TOKENS)"},
+    {"-ot", ARG_INT, ARG_FIELD(op_timing_steps), "CUDA build: time op families over n steps after 2 warm-up ones, print the per-kernel table"},
     {"-tr", ARG_STRING, ARG_FIELD(trace_path), "timeline of steps -ts, FILE.json (rank R: FILE.rankR.json)"},
     {"-ts", ARG_STRING, ARG_FIELD(trace_steps), "steps the timeline holds: FIRST-LAST or STEP (from 1)"},
     {"--plan", ARG_STRING, ARG_FIELD(plan_machine), "plan stages 0-3 on h100, h200, cpu[,key=value...]; exit"},
@@ -112,7 +114,8 @@ static const struct { const char* flag; long min, max; } arg_int_ranges[] = {
     {"-n", 0, INT_MAX}, {"-y", 0, 1},       {"-b", 1, INT_MAX},  {"-t", 1, INT_MAX}, {"-d", -1, INT_MAX},
     {"-u", 0, INT_MAX}, {"-x", -1, INT_MAX}, {"-v", 0, INT_MAX}, {"-m", 1, INT_MAX}, {"-s", 0, INT_MAX},
     {"-g", 1, 1048576}, {"-a", 0, 1},       {"-z", -1, 3},
-    {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX}, {"-np", -1, 1 << 20}, {"-rpn", 0, 1 << 16},
+    {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX}, {"-ot", 0, INT_MAX}, {"-np", -1, 1 << 20},
+    {"-rpn", 0, 1 << 16},
 };
 
 static void arg_int_range(const char* flag, long* min, long* max) {
@@ -154,6 +157,7 @@ static void train_args_defaults(TrainArgs* a) {
     a->batch_window = 3;
     a->batch_lr_rule = "sqrt";
     a->batch_schedule = NULL;
+    a->op_timing_steps = 0;
     a->trace_path = NULL;
     a->trace_steps = "2-4";
     a->plan_machine = NULL;

@@ -28,4 +28,14 @@ static void adamw_update(float* params, const float* grads, float* m, float* v, 
     }
 }
 
+// The gradient scale of a step: clipping as torch.nn.utils.clip_grad_norm_ computes it,
+// min(1, grad_clip / (norm + 1e-6)) (grad_clip 0: none), times inv_world, where norm =
+// sqrt(norm_sq_sum) * inv_world (norm_sq_sum: squared norm of the gradient summed over ranks).
+// Twin of adamw_grad_scale_kernel (kernels/adamw.cuh).
+static float adamw_grad_scale(double norm_sq_sum, float grad_clip, float inv_world) {
+    float norm = (float)sqrt(norm_sq_sum * (double)inv_world * (double)inv_world);
+    float coef = grad_clip > 0.0f ? grad_clip / (norm + 1e-6f) : 1.0f;
+    return (coef < 1.0f ? coef : 1.0f) * inv_world;
+}
+
 #endif

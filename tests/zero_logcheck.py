@@ -3,18 +3,19 @@
 line printed says what was compared. Independent of the C code: the padded parameter count is
 recomputed here from the model config.
 
-  losses REF RUN TOL [--kinds train,val] [--from-step S] [--norm-rtol R]
-      every train (and val) loss of RUN within TOL of REF's at the same step (steps >= S), and
-      every train grad norm within relative R (default 2e-5)
+  losses REF RUN TOL [--kinds train,val] [--from-step S] [--norm-rtol R] [--relative 1]
+      every train (and val) loss of RUN within TOL of REF's at the same step (steps >= S;
+      relative to REF's loss with --relative 1), and every train grad norm within relative R
+      (default 2e-5)
   same REF RUN [--from-step S]
-      the train losses, as logged (6 decimals), are identical, and so are the gradient noise
+      the train losses, as logged (%.9g: every digit of the float), are identical, and so are the gradient noise
       scale fields (gns_g2, gns_trace, b_simple) where both logs have them
   counts RUN STAGE
       each train record's sent_elements equals DESIGN.md's formula for STAGE, the config record's
       world size N and accumulation A, with Ψ recomputed from L, C, Vp, maxT; and the config
-      record's params+grads+optimizer bytes equal the stage's memory formula (the mixed-precision
-      one, 2Ψ bf16 params + 2Ψ bf16 grads + 12Ψ fp32 master/m/v, for a GPU build's log: its config
-      record names a "device")
+      record's params+grads+optimizer bytes equal the stage's memory formula (for a GPU build's
+      log, whose config record names a "device": 2Ψ bf16 params, grads as one bf16 micro-step (2Ψ,
+      stages 0-1) plus their fp32 accumulation (4Ψ at stages 0-1, 4Ψ/N at 2-3), 12Ψ fp32 master/m/v)
 """
 import json
 import sys
@@ -59,7 +60,7 @@ def main():
         if cmd == "same":
             # the loss, and the gradient noise scale meter's fields where the log has them (a
             # resume continues the meter's EMAs from the checkpoint)
-            fields = ["loss"] + [f for f in ("gns_g2", "gns_trace", "b_simple")
+            fields = ["loss"] + [f for f in ("gns_g2", "gns_trace", "b_simple", "batch_tokens", "tokens", "lr")
                                  if any(a[k].get(f) is not None and b[k].get(f) is not None for k in keys)]
             diff = [(k, f) for k in keys for f in fields if a[k].get(f) != b[k].get(f)]
             print(f"{len(keys)} records, fields {','.join(fields)}: {len(diff)} differ" +
@@ -67,12 +68,14 @@ def main():
             return 1 if diff else 0
         tol = float(args[2])
         norm_rtol = float(opts.get("--norm-rtol", "2e-5"))
-        worst = max(keys, key=lambda k: abs(a[k]["loss"] - b[k]["loss"]))
-        d = abs(a[worst]["loss"] - b[worst]["loss"])
+        scale = (lambda k: abs(a[k]["loss"])) if opts.get("--relative") == "1" else (lambda k: 1.0)
+        worst = max(keys, key=lambda k: abs(a[k]["loss"] - b[k]["loss"]) / scale(k))
+        d = abs(a[worst]["loss"] - b[worst]["loss"]) / scale(worst)
         # The grad norm too: AdamW is blind to a constant gradient scale (a missing 1/N), the norm is not.
         norms = [k for k in keys if k[0] == "train"]
         rel = max((abs(a[k]["grad_norm"] - b[k]["grad_norm"]) / max(abs(a[k]["grad_norm"]), 1e-12) for k in norms), default=0.0)
-        print(f"{len(keys)} losses, max |diff| {d:.2e} at {worst} (tolerance {tol:g}); grad norm max rel diff {rel:.2e} (tolerance {norm_rtol:g})")
+        what = "max |diff|/|ref|" if opts.get("--relative") == "1" else "max |diff|"
+        print(f"{len(keys)} losses, {what} {d:.2e} at {worst} (tolerance {tol:g}); grad norm max rel diff {rel:.2e} (tolerance {norm_rtol:g})")
         return 0 if d <= tol and rel <= norm_rtol else 1
     if cmd == "counts":
         run, stage = args[0], int(args[1])
@@ -81,8 +84,8 @@ def main():
         psi = padded_psi(cfg, n)
         per = psi // n * (n - 1)
         sent = {0: 2 * per, 1: 2 * per, 2: (a + 1) * per, 3: 3 * a * per}[stage]
-        if "device" in cfg:  # GPU build: bf16 params and grads, fp32 master + m + v (ZeRO paper, K = 12)
-            mem = {0: 16 * psi, 1: 4 * psi + 12 * psi // n, 2: 2 * psi + 14 * psi // n, 3: 16 * psi // n}[stage]
+        if "device" in cfg:  # GPU build: bf16 params, bf16 + fp32 grads, fp32 master + m + v (ZeRO paper, K = 12)
+            mem = {0: 20 * psi, 1: 8 * psi + 12 * psi // n, 2: 2 * psi + 16 * psi // n, 3: 18 * psi // n}[stage]
         else:  # CPU build: fp32 params and grads are the master copy, fp32 m + v
             mem = {0: 16 * psi, 1: 8 * psi + 8 * psi // n, 2: 4 * psi + 12 * psi // n, 3: 16 * psi // n}[stage]
         got_mem = cfg["bytes_params"] + cfg["bytes_grads"] + cfg["bytes_optimizer"]

@@ -17,9 +17,22 @@ typedef enum {
 static const char* const zero_op_names[] = {"none", "all_reduce", "reduce_scatter", "all_gather", "gather",
                                             "scalar all_reduce", "barrier"};
 
+// A ring collective's progress (zero/comm_ring.h): which step it is at and its messages.
+typedef struct ZeroRing {
+    float* buf;               // N chunks of shard elements
+    size_t shard;
+    int steps, reduce_steps;  // all steps; the first reduce_steps of them reduce-scatter
+    int step, posted;         // steps done; whether step's messages are in flight
+    int recv_chunk, tag;
+    int queued;               // in the engine's ring queue (not yet complete)
+    MPI_Request requests[2];  // [0] send to the right neighbour, [1] receive from the left
+    struct ZeroOp* next;      // the ring queued after this one
+} ZeroRing;
+
 // One collective in flight; kind NONE when there is nothing to wait for.
-typedef struct {
-    MPI_Request request;
+typedef struct ZeroOp {
+    MPI_Request request;      // MPI's own collectives (scalars, barriers, gathers)
+    ZeroRing ring;            // the unit collectives (all-reduce, reduce-scatter, all-gather) with ZERO_RING
     ZeroOpKind kind;
     int unit;          // the unit it moves, -1 for scalars and barriers
     const char* what;  // for the timeout diagnosis: which buffer
@@ -51,6 +64,23 @@ typedef struct {
 #endif
 } ZeroWorkingUnit;
 
+#if ZERO_GPU_BUILD
+// One optimizer step's results on their way back to the host (zero/optimizer_gpu.cuh): the
+// engine keeps three (step t in slot t mod 3), so the trainer can read step t's while step t+1
+// runs, and step t-1's end event is still there to time the gap between them.
+#define ZERO_STEP_SLOTS 3
+typedef struct {
+    cudaEvent_t begin, done;    // compute stream: the step's start; after its AdamW and the norm copy
+    float* norm_host;           // pinned, 2 floats: squared norm of the summed gradient (owned slices,
+                                // all ranks), and the GNS meter's local squared norm summed over ranks
+    long long sent_elements;    // host counters of the step, kept when it was enqueued
+    double host_comm_wait_s;
+    int stall_count;            // event pairs used in this slot's third of stall_begin/stall_end
+    int step;                   // the step it holds (from 1)
+    int pending;                // enqueued, not yet read by zero_step_result
+} ZeroStepSlot;
+#endif
+
 typedef struct {
     const ParamLayout* layout;
     int rank, world_size;
@@ -69,18 +99,28 @@ typedef struct {
     ZeroWorkingUnit grad_work[ZERO_WORKING_UNITS];
     long long work_clock;
 #if ZERO_GPU_BUILD
-    // GPU build (zero/engine_gpu.cuh): params, grads, master, m, v live on the device.
+    // GPU build (zero/engine_gpu.cuh): params, grads, master, m, v live on the device. `grads`
+    // (bf16) holds one micro-step's gradient (stages 0, 1; stages 2, 3 use working units);
+    // grads_fp32 accumulates the micro-steps and is what the optimizer reads: the full buffer at
+    // stages 0, 1 (reduced on the last micro-step), the rank's shard at stages 2, 3.
+    float* grads_fp32;
+    int* grad_folds;                   // per unit: micro-steps added into grads_fp32 this step
+    cudaEvent_t* grad_fold_done;       // stages 0, 1, per unit: its last addition (comm stream)
     float* master;                     // fp32 master weights, stored (full or shard) like m and v
     cudaStream_t compute, comm;        // the model's kernels; the engine's bulk collectives
     cudaEvent_t compute_mark, comm_mark; // re-recorded whenever the other stream must wait for this one
     cudaEvent_t host_mark;             // re-recorded where the host waits (zero_device_wait)
     // Exposed communication: an event pair around every wait of the compute stream on the comm
-    // stream (zero_compute_wait), read and summed at the optimizer step's host sync.
+    // stream (zero_compute_wait), read and summed when the step's results are read. One third
+    // of stall_capacity pairs per step slot; stall_base is the current step's.
     cudaEvent_t *stall_begin, *stall_end;
-    int stall_count, stall_capacity;
-    float* norm_device;                // squared norm of the owned gradient slices, and its scratch
-    float* norm_scratch;
-    float* norm_host;                  // pinned host copy of norm_device
+    int stall_count, stall_capacity, stall_base;
+    float* norm_device;                // [0] squared norm of the owned gradient slices, [1] the GNS
+    float* norm_scratch;               // meter's local squared norm; scratch of the norm kernels
+    float* grad_scale_device;          // AdamW's gradient scale (clipping and 1/world_size), 1 float
+    AdamWPlan adamw_plan;              // kernels/adamw.cuh: every owned tensor slice, one launch
+    int* adamw_unit_chunks;            // host, num_units + 1: each unit's first chunk in the plan
+    ZeroStepSlot step_slots[ZERO_STEP_SLOTS];
     float* host_float;                 // host staging of one unit: set-up, checkpoints, ZERO_COMM_MPI
     bf16* host_bf16;
     long long ops_issued;              // device collectives issued so far (ZeroOp.issued)
@@ -88,8 +128,14 @@ typedef struct {
     ncclComm_t nccl;                   // NULL with one rank
 #endif
 #endif
+    // Ring collectives (zero/comm_ring.h): the queue (one ring in flight at a time) and its
+    // receive buffer, one chunk of the largest ring.
+    ZeroOp *ring_head, *ring_tail;
+    float* ring_scratch;
+    size_t ring_scratch_capacity;
+    long long ring_count;              // rings started so far: their tags
     // Accounting
-    size_t bytes_params, bytes_grads, bytes_optimizer, bytes_working;
+    size_t bytes_params, bytes_grads, bytes_optimizer, bytes_working, bytes_ring;
     long long sent_elements_step, sent_elements_total; // ring count, bulk collectives only
     int scalar_all_reduces_step;
     double comm_wait_s_step, comm_wait_s_total;        // exposed: time spent waiting

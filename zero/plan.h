@@ -166,16 +166,17 @@ typedef struct {
     int attention_block;         // query/key block size: a causal block computes its diagonal tile whole
     int stores_attention_matrix; // CPU: the B x NH x T x T probabilities are written and read
     double optimizer_bytes_per_element; // AdamW + averaging + norm, per owned element
-    double flops_per_token;      // the trainer's MFU numerator (6N + 12LCT)
+    double flops_per_token;      // the trainer's MFU numerator (6N + 6LCT, plan_flops_per_token)
 } PlanModel;
 
 typedef struct { double flops, bytes; } PlanCost;
 
-// Training FLOPs per token, MFU's numerator (both trainers): 6N for the weights (forward 2N,
-// backward 4N) plus attention's score and value products, 12 L C T (Chowdhery et al. 2022,
-// "PaLM", Appendix B; counted without the causal halving, as there).
+// Training FLOPs per token, MFU's numerator (the GPU trainer's step lines and the plan), as llm.c
+// counts it (gpt2_estimate_mfu): 6N for the weights (forward 2N, backward 4N) plus 6 L C T for
+// attention's score and value products (Chowdhery et al. 2022, "PaLM", Appendix B's 12 L C T,
+// halved for the causal mask), so the MFU figures compare with llm.c's.
 static double plan_flops_per_token(size_t num_parameters, int L, int C, int T) {
-    return 6.0 * (double)num_parameters + 12.0 * L * (double)C * T;
+    return 6.0 * (double)num_parameters + 6.0 * L * (double)C * T;
 }
 
 // Attention products' FLOPs for one layer and one product (Q K^T or P V): B x NH blocks of

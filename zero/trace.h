@@ -91,7 +91,7 @@ typedef struct {
     int pool_used, pool_capacity;
     cudaEvent_t anchor;       // recorded on an idle device at the start, at host time anchor_s
     double anchor_s;
-    int wait_op_kind, wait_unit; // the op the next compute-stream wait is for (zero_trace_device_wait_for)
+    int wait_op_kind, wait_unit; // the op the next compute-stream wait is for (zero_trace_device_wait_label)
 #endif
 } ZeroTrace;
 
@@ -360,10 +360,11 @@ static void zero_trace_device_collective_end(ZeroEngine* z, int begin_ev, ZeroOp
     e->ev_end = zero_trace_record(z->comm);
 }
 
-// zero_compute_wait_op: the next compute-stream wait is for `op` (its label in the trace).
-static void zero_trace_device_wait_for(const ZeroOp* op) {
-    zero_trace.wait_op_kind = op->kind;
-    zero_trace.wait_unit = op->unit;
+// zero_compute_wait_op, zero_device_all_reduce_floats: the next compute-stream wait is for a
+// collective of this kind and unit (its label in the trace).
+static void zero_trace_device_wait_label(int op_kind, int unit) {
+    zero_trace.wait_op_kind = op_kind;
+    zero_trace.wait_unit = unit;
 }
 
 // zero_compute_wait: events on the compute stream before and after its wait on the comm stream;
