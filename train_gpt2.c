@@ -494,7 +494,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     logger_record(logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
                   "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
                   "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,"
-                  "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,\"bytes_activations\":%zu,"
+                  "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,\"bytes_ring\":%zu,\"bytes_activations\":%zu,"
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
                   "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\","
                   "%s,%s",
@@ -502,7 +502,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
                   max_steps, args->learning_rate, start_step, psi,
-                  z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working, model->act_bytes,
+                  z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working, z->bytes_ring, model->act_bytes,
                   zero_state_bytes_formula(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_text[ZERO_STAGE],
                   zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps),
                   zero_elements_sent_formula_text[ZERO_STAGE],
@@ -528,6 +528,7 @@ static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine
     pm->element_bytes = sizeof(float);
     pm->has_master = 0;
     pm->activation_bytes = floats * sizeof(float);
+    pm->ring_buffer = ZERO_RING; // its collectives are the engine's rings (zero/comm_ring.h)
     pm->attention_backward_products = 4;
     pm->attention_block = 64;
     pm->stores_attention_matrix = 1;

@@ -10,12 +10,14 @@
 #   2. Tracing changes nothing it traces: the losses with and without -tr are identical (6
 #      decimals), and without -tr no file is written.
 #   3. --plan: for each of those runs the plan's bytes per rank (params, grads, optimizer,
-#      working units, activations) and elements sent per step equal the run's, exactly.
+#      working units, the rings' receive buffer, activations) and elements sent per step equal
+#      the run's, exactly.
 #      The plan's step time on this CPU (--plan cpu, measured sgemm rate) against the run's
 #      measured mean step: printed as INFO (a gap, not a test: timings here are shared-core noise).
 #   4. scripts/plot_timeline.py draws a PNG of a traced step and of a predicted one.
 #   5. The GPU build's trace (CUDA events read after the run) in the CPU emulation of CUDA
-#      (dev/emu), 2 ranks, stage 3: the same checks as 1 with bf16 bytes (SKIP without CUDA headers).
+#      (dev/emu), 2 ranks, stage 3: the same checks as 1 with bf16 bytes, and the GPU build's plan
+#      against that run as in 3 (SKIP without CUDA headers).
 #   6. Bad flags: one error line, exit 1.
 # About 60 s on 2 cores once built (the emulated run is half of it).
 source "$(dirname "$0")/lib.sh"
@@ -83,6 +85,9 @@ else
            -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -x 3 -v 0 -n 0 -l 1e-3 -s 0 -i "$ZT/emu/train.bin" -o "$ZT/emu_z3" \
            -tr "$ZT/emu_z3.json" -ts 2 >"$ZT/emu_z3.out" 2>&1; then
         check trace_emu_gpu_z3_np2_tracks_nesting_bytes_waits_match_log python3 tests/trace_check.py trace "$ZT/emu_z3" "$ZT/emu_z3.json"
+        # The GPU build's plan (bf16 + fp32 master, fp32 gradient accumulation, its device buffers) against that run.
+        build/emu/train_gpt2cu_z3 --plan h100 -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -np 2 >"$ZT/emu_z3.plan" 2>&1
+        check plan_emu_gpu_z3_np2_bytes_and_sent_equal_engine python3 tests/trace_check.py plan "$ZT/emu_z3.plan" "$ZT/emu_z3"
     else
         echo "FAIL trace_emu_gpu_z3_np2_runs: $(grep -v -i tokenizer "$ZT/emu_z3.out" | tail -3 | tr '\n' ' ')"
     fi

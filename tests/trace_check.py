@@ -18,8 +18,8 @@ sizes and ring counts are recomputed here from the model config (not read from t
         most 0.0005 ms; a GPU build adds each wait's float-ms event resolution, see below).
   plan PLAN_OUT RUN
       PLAN_OUT is the stdout of --plan for RUN's model, batch and world: the plan_json line of
-      RUN's stage has the run's bytes per rank (params, grads, optimizer, working units,
-      activations: the config record) and sent elements per step (every train record) exactly.
+      RUN's stage has the run's bytes per rank (params, grads, optimizer, working units, the
+      rings' receive buffer, activations: the config record) and sent elements per step (every train record) exactly.
 """
 import glob
 import json
@@ -141,7 +141,7 @@ def check_plan(plan_out, run):
     if p is None or p["world_size"] != cfg["world_size"] or p["grad_accum_steps"] != cfg["grad_accum_steps"]:
         print(f"{plan_out}: no plan for stage {cfg['zero_stage']}, N {cfg['world_size']}, A {cfg['grad_accum_steps']}")
         return 1
-    fields = ["bytes_params", "bytes_grads", "bytes_optimizer", "bytes_working", "bytes_activations"]
+    fields = ["bytes_params", "bytes_grads", "bytes_optimizer", "bytes_working", "bytes_ring", "bytes_activations"]
     diff = [f"{f} plan {p[f]} run {cfg[f]}" for f in fields if p[f] != cfg[f]]
     diff += [f"step {s} sent plan {p['sent_elements']} run {t['sent_elements']}" for s, t in sorted(train.items())
              if t["sent_elements"] != p["sent_elements"]]

@@ -162,6 +162,7 @@ typedef struct {
     int element_bytes;           // parameters, gradients and activations (4 CPU, 2 GPU)
     int has_master;              // fp32 master weights beside the parameters (GPU)
     size_t activation_bytes;     // the trainer's own, for B x T (gpt2_activation_bytes)
+    int ring_buffer;             // the engine's rings allocate their receive buffer (CPU: zero/comm_ring.h; NCCL's are its own)
     int attention_backward_products; // T x T products in attention backward (CPU 4; GPU 5: S recomputed)
     int attention_block;         // query/key block size: a causal block computes its diagonal tile whole
     int stores_attention_matrix; // CPU: the B x NH x T x T probabilities are written and read
@@ -514,7 +515,7 @@ static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNe
 // What one stage stores per rank (bytes) and does per step, for the printed table.
 typedef struct {
     int stage;
-    size_t params, grads, optimizer, working, activations, total;
+    size_t params, grads, optimizer, working, ring, activations, total;
     size_t state_formula;          // DESIGN.md's row (zero_state_bytes_formula or _mixed)
     long long sent_formula;        // zero_elements_sent_formula
     PlanStep step;                 // the simulated third step
@@ -596,13 +597,14 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
         memset(p, 0, sizeof(*p));
         p->stage = stage;
         p->params = zero_buffer_numel(&layout, stage, ZERO_BUF_PARAMS, pm->has_master) * (size_t)e;
-        p->grads = zero_buffer_numel(&layout, stage, ZERO_BUF_GRADS, pm->has_master) * (size_t)e;
+        p->grads = zero_grads_bytes(&layout, stage, pm->has_master); // GPU: bf16 micro-step + fp32 accumulation
         p->optimizer = (zero_buffer_numel(&layout, stage, ZERO_BUF_MASTER, pm->has_master) +
                         zero_buffer_numel(&layout, stage, ZERO_BUF_ADAM_M, pm->has_master) +
                         zero_buffer_numel(&layout, stage, ZERO_BUF_ADAM_V, pm->has_master)) * sizeof(float);
         p->working = zero_working_numel(&layout, stage) * (size_t)e;
+        p->ring = pm->ring_buffer ? zero_ring_buffer_numel(&layout, N) * (size_t)e : 0;
         p->activations = pm->activation_bytes;
-        p->total = p->params + p->grads + p->optimizer + p->working + p->activations;
+        p->total = p->params + p->grads + p->optimizer + p->working + p->ring + p->activations;
         p->state_formula = pm->has_master ? zero_state_bytes_formula_mixed(stage, layout.padded_numel, N)
                                           : zero_state_bytes_formula(stage, layout.padded_numel, N);
         p->sent_formula = zero_elements_sent_formula(stage, layout.padded_numel, N, A);
@@ -638,14 +640,17 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     fprintf(out, "plan: sent/rank = elements sent per rank per step (the ring count) x %d bytes; across/node = bytes leaving each node per step "
             "(one rank's share: the ring crosses each node boundary once); fits = total <= %s per rank%s\n", e,
             plan_gib(budget, buf[0], 32), m->reserve > 0 ? " (device memory less the runtime's reserve)" : "");
+    if (st[0].ring > 0)
+        fprintf(out, "plan: total includes the rings' receive buffer, %s per rank (one chunk of the largest unit, zero/comm_ring.h)\n",
+                plan_gib((double)st[0].ring, buf[0], 32));
     for (int stage = 0; stage <= 3; stage++) {
         const PlanStage* p = &st[stage];
         fprintf(out, "plan_json {\"stage\":%d,\"world_size\":%d,\"ranks_per_node\":%d,\"nodes\":%d,\"grad_accum_steps\":%d,"
                 "\"padded_parameters\":%zu,\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
-                "\"bytes_activations\":%zu,\"bytes_total\":%zu,\"bytes_state_formula\":%zu,\"fits\":%s,"
+                "\"bytes_ring\":%zu,\"bytes_activations\":%zu,\"bytes_total\":%zu,\"bytes_state_formula\":%zu,\"fits\":%s,"
                 "\"sent_elements\":%lld,\"sent_elements_formula\":%lld,\"element_bytes\":%d,\"bytes_across_per_node\":%.0f,"
                 "\"compute_ms\":%.4f,\"comm_ms\":%.4f,\"exposed_ms\":%.4f,\"step_ms\":%.4f,\"tokens_per_s\":%.2f,\"mfu\":%.5f}\n",
-                p->stage, N, rpn, net.nodes, A, layout.padded_numel, p->params, p->grads, p->optimizer, p->working, p->activations,
+                p->stage, N, rpn, net.nodes, A, layout.padded_numel, p->params, p->grads, p->optimizer, p->working, p->ring, p->activations,
                 p->total, p->state_formula, p->fits ? "true" : "false", p->step.sent_elements, p->sent_formula, e,
                 net.nodes > 1 ? (double)p->step.sent_elements * e : 0.0, 1e3 * p->step.compute_s, 1e3 * p->step.comm_s,
                 1e3 * p->step.exposed_s, 1e3 * p->step.step_s, p->tokens_per_s, p->mfu);
