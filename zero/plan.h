@@ -579,7 +579,7 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     fprintf(out, "plan: %s | L %d | C %d | NH %d | Vp %d | parameters %zu, Ψ = %zu padded for N = %d\n", init, L, cfg->channels,
             cfg->num_heads, cfg->padded_vocab_size, layout.num_parameters, layout.padded_numel, N);
     fprintf(out, "plan: batch B %d x T %d x %d ranks x %d micro-steps = %lld tokens per step | %s\n", pm->B, pm->T, N, A, tokens,
-            pm->has_master ? "bf16 params and grads, fp32 master, m, v (GPU build)" : "fp32 params, grads, m, v (CPU build)");
+            pm->has_master ? "bf16 params and micro-step grads, fp32 accumulated grads, master, m, v (GPU build)" : "fp32 params, grads, m, v (CPU build)");
     fprintf(out, "plan: machine %s\n", m->name);
     fprintf(out, "plan: per rank %s matmul (%.2f of %s peak%s), %.1f GB/s memory, %s per device | %d ranks on %d node%s (%d per node)\n",
             plan_rate(flops, buf[1], 32), m->gemm_eff * share, plan_rate(m->peak_flops, buf[2], 32), share < 1.0 ? ", cores shared" : "",

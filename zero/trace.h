@@ -14,15 +14,19 @@
  * Times in microseconds from a barrier at the trace's start, so ranks line up (to its skew).
  *
  * CPU build: the host clock at each hook. A collective is issued in zero_op_begin and complete
- * when the engine first sees it done (zero_trace_done: an MPI_Test that succeeds, or the end of
- * the wait); its span on the communication track starts at its issue or when the collective
+ * when the engine first sees it done (zero_trace_done: the ring queue finishing its last step,
+ * zero/comm_ring.h, on whichever thread advanced it; an MPI_Test that succeeds for the scalars;
+ * or the end of the wait); its span on the communication track starts at its issue or when the collective
  * before it completed, whichever is later (the link serves one at a time, as the engine's
  * collectives queue on it), with the issue time and the queued time in its args.
  * GPU build: CUDA events recorded on the compute stream at each compute hook and around each
  * compute-stream wait, and on the comm stream before and after each collective; they are read
  * when the file is written, after the run, so no step ever synchronizes for the trace. The
- * host's own waits (zero_op_wait: the scalar all-reduces, the host-staged backend) and the
- * scalar all-reduces themselves are host clock times, on the same axis (the anchor event).
+ * host's own waits (zero_op_wait: the loss all-reduce, the host-staged backend) and the host's
+ * scalar all-reduces themselves are host clock times, on the same axis (the anchor event); with
+ * NCCL the norms' all-reduce runs on the comm stream and is traced there. A step's span runs
+ * from zero_step_begin to the optimizer's enqueue (the pipelined step reads its results one
+ * step later), so it holds the waits the step's comm wait counts.
  *
  * Hooks, one call at each point: zero_trace_compute (the model, at each unit and phase),
  * zero_trace_step_begin (zero_step_begin), zero_trace_step_end (the trainer, after the step),
