@@ -18,8 +18,12 @@
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
- *   zero/plan.h         the planner (--plan): these bytes for any N, step time under an
- *                       alpha-beta model of the ring collectives in the engine's schedule
+ *   zero/plan_machine.h the planner's machine: presets (h100, h200, cpu) and overrides
+ *   zero/plan_memory.h  the planner's bytes per rank at each stage, from the engine's functions
+ *   zero/plan_compute.h the planner's work per unit: FLOPs and element-wise bytes; MFU's numerator
+ *   zero/plan_comm.h    the planner's ring collective times (alpha-beta model)
+ *   zero/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
+ *   zero/plan.h         the planner (--plan): every stage's bytes and step time for any N, the table
  *   zero/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
  *   zero/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
  *   zero/optimizer_gpu.cuh the GPU optimizer step: fp32 gradient norm, clipping on the device,
@@ -145,6 +149,11 @@ typedef float ZeroFloat;
 #include "zero/work_units.h"
 #include "zero/engine_cpu.h"
 #include "zero/accounting.h"
+#include "zero/plan_machine.h"
+#include "zero/plan_memory.h"
+#include "zero/plan_compute.h"
+#include "zero/plan_comm.h"
+#include "zero/plan_schedule.h"
 #include "zero/plan.h"
 #if ZERO_GPU_BUILD
 #include "zero/comm_gpu.cuh"
