@@ -518,7 +518,9 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
  * Optimizer per owned element: AdamW reads p, g, m, v and writes p, m, v (28 bytes), the
  * 1/world_size average reads and writes g (8), the norm reads it (4). The cpu machine: this
  * CPU's sgemm rate at the model's shapes and memory bandwidth, measured now on the trainer's
- * threads (cpu/measure.h), its cores and memory.
+ * threads (cpu/measure.h), its cores and memory; and when several ranks share these cores (a
+ * node's ranks, times hosts_here simulated nodes), the rates one rank gets while they all run,
+ * measured with that many processes at once: the rates the plan's compute uses.
  */
 static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine* m, int is_cpu) {
     const GPT2Config* c = pm->config;
@@ -535,18 +537,40 @@ static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine
     pm->optimizer_bytes_per_element = 28.0 + (pm->world_size > 1 ? 8.0 : 0.0) + 4.0;
     pm->flops_per_token = plan_flops_per_token(layout->num_parameters, c->num_layers, c->channels, pm->T);
     if (!is_cpu) return;
-    int threads = omp_get_max_threads();
     long cores = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    double measured_flops = measure_sgemm_flops(pm->B * pm->T < 1024 ? pm->B * pm->T : 1024, c->channels, c->padded_vocab_size, c->num_layers);
+    int N = pm->world_size, rows = pm->B * pm->T < 1024 ? pm->B * pm->T : 1024;
+    int hosts = m->hosts_here > 0 ? m->hosts_here : 1;
+    int rpn = m->ranks_per_node > 0 && m->ranks_per_node < N ? m->ranks_per_node : N;
+    if (hosts > (N + rpn - 1) / rpn) hosts = (N + rpn - 1) / rpn;
+    if (m->threads_per_rank == 0) m->threads_per_rank = omp_get_max_threads();
+    int threads = m->threads_per_rank, sharing = rpn * hosts < N ? rpn * hosts : N;
+    // First the ranks at once (forked: before this process runs an OpenMP region), then one alone.
+    MeasureRankRates shared;
+    int measured_shared = sharing > 1 && m->peak_flops == 0.0 && m->mem_bw == 0.0 &&
+                          measure_rank_rates(sharing, threads, rows, c->channels, c->padded_vocab_size, c->num_layers,
+                                             ZERO_PROGRESS_POLL_US, &shared) == 0;
+    if (measured_shared) {
+        m->rank_flops = shared.flops_min; // the slowest rank's: the step waits for it
+        m->rank_mem_bw = shared.bw_min;
+        m->rank_rates_ranks = sharing;
+        // A ring step moves when a progress thread gets its turn (zero/progress_cpu.h): at least one turn.
+        m->intra_lat = fmax(m->intra_lat, shared.poll_s);
+        m->inter_lat = fmax(m->inter_lat, shared.poll_s);
+    }
+    omp_set_num_threads(threads); // one rank alone on its threads
+    double measured_flops = measure_sgemm_flops(rows, c->channels, c->padded_vocab_size, c->num_layers);
     double measured_bw = measure_memory_bandwidth();
     if (m->peak_flops == 0.0) m->peak_flops = measured_flops;
     if (m->mem_bw == 0.0) m->mem_bw = measured_bw;
-    if (m->memory == 0.0) m->memory = (double)pages * (double)page;
-    if (m->cores == 0) m->cores = (int)cores;
-    if (m->threads_per_rank == 0) m->threads_per_rank = threads;
-    char tail[160];
+    if (m->memory == 0.0) m->memory = (double)pages * (double)page / hosts;
+    if (m->cores == 0) m->cores = (int)(cores / hosts > 0 ? cores / hosts : 1);
+    char tail[320];
     snprintf(tail, sizeof(tail), " | measured: sgemm %.1f GFLOP/s at the model's shapes, memory %.1f GB/s, %d threads; %d cores",
              measured_flops / 1e9, measured_bw / 1e9, threads, m->cores);
+    if (measured_shared)
+        snprintf(tail + strlen(tail), sizeof(tail) - strlen(tail), "; one rank of %d at once on %ld cores: the slowest %.1f GFLOP/s, "
+                 "%.1f GB/s (mean %.1f, %.1f), a progress thread's %d us poll takes %.0f us", sharing, cores, shared.flops_min / 1e9,
+                 shared.bw_min / 1e9, shared.flops_mean / 1e9, shared.bw_mean / 1e9, ZERO_PROGRESS_POLL_US, shared.poll_s * 1e6);
     snprintf(m->name + strlen(m->name), sizeof(m->name) - strlen(m->name), "%s", tail);
 }
 

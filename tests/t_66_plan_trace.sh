@@ -14,6 +14,8 @@
 #      the run's, exactly.
 #      The plan's step time on this CPU (--plan cpu, measured sgemm rate) against the run's
 #      measured mean step: printed as INFO (a gap, not a test: timings here are shared-core noise).
+#      With ranks sharing the cores, the plan measures one rank's rates with as many running at
+#      once (a node's ranks x hosts_here) and its compute uses those: the counts are checked.
 #   4. scripts/plot_timeline.py draws a PNG of a traced step and of a predicted one.
 #   5. The GPU build's trace (CUDA events read after the run) in the CPU emulation of CUDA
 #      (dev/emu), 2 ranks, stage 3: the same checks as 1 with bf16 bytes, and the GPU build's plan
@@ -62,6 +64,22 @@ print(f"predicted step {plan['step_ms']:.1f} ms (exposed {plan['exposed_ms']:.1f
 PY
 ) | load $(cut -d' ' -f1-3 /proc/loadavg)"
 done
+
+# 3b. When ranks share these cores, the plan's per-rank rates are measured with all of them
+#     running at once (cpu/measure.h): as many as share them (a node's ranks, times hosts_here
+#     simulated nodes), and those rates are the ones its compute uses. Counts, not speeds.
+plan_sharing() { # ARGS...: the plan_json's ranks measured at once, and whether its rank_flops is that measurement's
+    build/train_gpt2_z0 --plan "$@" -e d2 -t 8 -b 2 2>&1 | python3 -c '
+import json, re, sys
+out = sys.stdin.read()
+plan = [json.loads(l[10:]) for l in out.splitlines() if l.startswith("plan_json ")][0]
+m = re.search(r"one rank of (\d+) at once on \d+ cores: the slowest ([0-9.]+) GFLOP/s", out)
+same = m is not None and abs(plan["rank_flops"] / 1e9 - float(m.group(2))) <= 0.05 + 1e-3 * float(m.group(2))
+print(plan["rank_rates_ranks"], "uses_it" if same or m is None else "differs")'
+}
+check plan_cpu_measures_4_ranks_at_once_for_2_hosts_here test "$(OMP_NUM_THREADS=1 plan_sharing cpu,rpn=2,hosts_here=2 -np 4)" = "4 uses_it"
+check plan_cpu_measures_a_nodes_2_ranks_at_once test "$(OMP_NUM_THREADS=1 plan_sharing cpu,rpn=2 -np 4)" = "2 uses_it"
+check plan_cpu_one_rank_measures_alone test "$(OMP_NUM_THREADS=1 plan_sharing cpu -np 1)" = "0 uses_it"
 
 # 4. The pictures.
 if python3 -c "import matplotlib" 2>/dev/null; then

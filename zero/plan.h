@@ -61,11 +61,7 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     ParamLayout layout;
     param_layout_build(&layout, cfg, N, ZERO_ALIGN);
     PlanNet net = plan_net(m, N, e);
-    // Compute rates of one rank: a CPU's cores are shared by the ranks on its node.
-    double share = 1.0;
-    if (m->cores > 0 && m->threads_per_rank > 0 && (double)rpn * m->threads_per_rank > m->cores)
-        share = (double)m->cores / ((double)rpn * m->threads_per_rank);
-    double flops = m->peak_flops * m->gemm_eff * share, mem_bw = m->mem_bw * share;
+    double flops, mem_bw, share = plan_rank_rates(m, rpn, &flops, &mem_bw);
     net.reduce_bw = m->reduce_on_cpu ? mem_bw : 0.0;
     PlanTimes tm;
     memset(&tm, 0, sizeof(tm));
@@ -89,8 +85,13 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     fprintf(out, "plan: batch B %d x T %d x %d ranks x %d micro-steps = %lld tokens per step | %s\n", pm->B, pm->T, N, A, tokens,
             pm->has_master ? "bf16 params and micro-step grads, fp32 accumulated grads, master, m, v (GPU build)" : "fp32 params, grads, m, v (CPU build)");
     fprintf(out, "plan: machine %s\n", m->name);
+    char how[96] = "";
+    if (m->rank_rates_ranks > 1)
+        snprintf(how, sizeof(how), ", measured with %d ranks running at once on these cores", m->rank_rates_ranks);
+    else if (share < 1.0)
+        snprintf(how, sizeof(how), ", cores shared");
     fprintf(out, "plan: per rank %s matmul (%.2f of %s peak%s), %.1f GB/s memory, %s per device | %d ranks on %d node%s (%d per node)\n",
-            plan_rate(flops, buf[1], 32), m->gemm_eff * share, plan_rate(m->peak_flops, buf[2], 32), share < 1.0 ? ", cores shared" : "",
+            plan_rate(flops, buf[1], 32), flops / m->peak_flops, plan_rate(m->peak_flops, buf[2], 32), how,
             mem_bw / 1e9, plan_gib(m->memory, buf[0], sizeof(buf[0])), N, net.nodes, net.nodes > 1 ? "s" : "", rpn);
     fprintf(out, "plan: ring step: alpha %.1f us, beta %.2f GB/s%s; GEMM and attention products per micro-step %.2f ms (%.3g GFLOP)\n", net.alpha * 1e6,
             net.beta / 1e9, net.nodes > 1 ? " (the node's inter-node bandwidth bounds it)" : " (within a node)",
@@ -148,11 +149,12 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
                 "\"padded_parameters\":%zu,\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
                 "\"bytes_ring\":%zu,\"bytes_activations\":%zu,\"bytes_total\":%zu,\"bytes_state_formula\":%zu,\"fits\":%s,"
                 "\"sent_elements\":%lld,\"sent_elements_formula\":%lld,\"element_bytes\":%d,\"bytes_across_per_node\":%.0f,"
+                "\"rank_flops\":%.6g,\"rank_mem_bw\":%.6g,\"rank_rates_ranks\":%d,"
                 "\"compute_ms\":%.4f,\"comm_ms\":%.4f,\"exposed_ms\":%.4f,\"step_ms\":%.4f,\"tokens_per_s\":%.2f,\"mfu\":%.5f}\n",
                 p->stage, N, rpn, net.nodes, A, layout.padded_numel, p->bytes.params, p->bytes.grads, p->bytes.optimizer,
                 p->bytes.working, p->bytes.ring, p->bytes.activations, p->bytes.total, p->bytes.state_formula,
                 p->fits ? "true" : "false", p->step.sent_elements, p->sent_formula, e,
-                net.nodes > 1 ? (double)p->step.sent_elements * e : 0.0, 1e3 * p->step.compute_s, 1e3 * p->step.comm_s,
+                net.nodes > 1 ? (double)p->step.sent_elements * e : 0.0, flops, mem_bw, m->rank_rates_ranks, 1e3 * p->step.compute_s, 1e3 * p->step.comm_s,
                 1e3 * p->step.exposed_s, 1e3 * p->step.step_s, p->tokens_per_s, p->mfu);
     }
     param_layout_free(&layout);

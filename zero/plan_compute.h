@@ -61,6 +61,28 @@ static void plan_unit_costs(const PlanModel* pm, PlanCost* fwd, PlanCost* bwd, P
     head_bwd->bytes = 2.0 * BT * Vp * e;
 }
 
+/*
+ * One rank's matmul FLOP/s and memory bytes/s on machine m, its node running rpn ranks. Measured
+ * under the sharing when the machine has them (cpu: rank_flops from cpu/measure.h's
+ * measure_rank_rates, every rank that shares these cores running at once); else the device's
+ * rates, peak_flops x gemm_eff and mem_bw, times the share of a CPU node's cores one rank's
+ * threads get when the node's ranks oversubscribe it (cores / (rpn x threads) < 1). Returns the
+ * share (1: none, or measured).
+ */
+static double plan_rank_rates(const PlanMachine* m, int rpn, double* flops, double* mem_bw) {
+    if (m->rank_flops > 0.0 && m->rank_mem_bw > 0.0) {
+        *flops = m->rank_flops;
+        *mem_bw = m->rank_mem_bw;
+        return 1.0;
+    }
+    double share = 1.0;
+    if (m->cores > 0 && m->threads_per_rank > 0 && (double)rpn * m->threads_per_rank > m->cores)
+        share = (double)m->cores / ((double)rpn * m->threads_per_rank);
+    *flops = m->peak_flops * m->gemm_eff * share;
+    *mem_bw = m->mem_bw * share;
+    return share;
+}
+
 static double plan_cost_seconds(const PlanCost* c, double flops_rate, double mem_bw) { return c->flops / flops_rate + c->bytes / mem_bw; }
 
 #endif // ZERO_PLAN_COMPUTE_H

@@ -11,7 +11,7 @@
 #endif
 
 typedef struct {
-    char name[160];
+    char name[400];
     double peak_flops;     // per device (MFU's denominator): bf16 dense tensor cores, or the measured sgemm rate
     double gemm_eff;       // fraction of peak_flops the GEMMs run at
     double mem_bw;         // bytes/s per device for element-wise ops and the optimizer
@@ -22,6 +22,13 @@ typedef struct {
     double inter_bw, inter_lat; // across nodes: bytes/s per node (all its NICs), seconds per ring step
     int cores, threads_per_rank; // CPU: ranks on one node share its cores; 0 on a GPU
     int reduce_on_cpu;     // ring reductions (adding a received chunk) run on the CPU at mem_bw
+    int hosts_here;        // CPU: nodes simulated on this one machine (tests/cluster.sh), their ranks sharing its cores
+    // The slowest rank's rates measured while the ranks that share its cores run at once (cpu:
+    // cpu/measure.h's measure_rank_rates; a step waits for its slowest rank), with how many ran;
+    // 0: derive them from peak_flops, gemm_eff, mem_bw and the cores' share (plan_rank_rates,
+    // zero/plan_compute.h).
+    double rank_flops, rank_mem_bw;
+    int rank_rates_ranks;
 } PlanMachine;
 
 /*
@@ -31,7 +38,8 @@ typedef struct {
  *         1 us (NVLink) and 5 us (IB) per ring step (assumed)
  *   h200  the same node with H200 SXM 141 GB, 4.8 TB/s HBM3e
  *   cpu   this machine (filled in by the CPU trainer: measured sgemm rate and memory bandwidth,
- *         its cores, threads per rank from OMP_NUM_THREADS); ranks on one host talk through
+ *         its cores, threads per rank from OMP_NUM_THREADS; when ranks share its cores, the
+ *         rates one rank gets with all of them running at once, cpu/measure.h); ranks on one host talk through
  *         Open MPI's shared memory: 3 GB/s and 60 us per ring step are assumptions (a copy at
  *         memory speed, the progress thread's 50 us poll); dev/bench/plan_check.sh prints the
  *         bandwidth the trace shows the collectives achieving beside them (far lower when the
@@ -75,7 +83,9 @@ static int plan_machine_preset(const char* name, PlanMachine* m) {
  * "h100,gemm_eff=0.6" or "cpu,rpn=1,inter_gbit=0.1". Keys: peak_tflops, gemm_eff, mem_gbs (GB/s),
  * mem_gib (device memory), reserve_gib, rpn (ranks per node), intra_gbs (GB/s per rank),
  * intra_us, inter_gbit (Gbit/s per node), inter_us, inter_eff (payload fraction of the link
- * rate), cores, threads. Returns 0, or -1 after printing the error line.
+ * rate), cores (per node), threads (per rank), hosts_here (cpu: how many of the nodes are
+ * simulated on this machine, sharing its cores: tests/cluster.sh). Returns 0, or -1 after
+ * printing the error line.
  */
 static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
     char buf[512];
@@ -112,9 +122,10 @@ static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
         else if (strcmp(tok, "inter_eff") == 0) inter_eff = v;
         else if (strcmp(tok, "cores") == 0) m->cores = (int)v;
         else if (strcmp(tok, "threads") == 0) m->threads_per_rank = (int)v;
+        else if (strcmp(tok, "hosts_here") == 0) m->hosts_here = (int)v;
         else {
             fprintf(stderr, "error: --plan %s: unknown key '%s'; expected peak_tflops, gemm_eff, mem_gbs, mem_gib, reserve_gib, "
-                    "rpn, intra_gbs, intra_us, inter_gbit, inter_us, inter_eff, cores or threads\n", spec, tok);
+                    "rpn, intra_gbs, intra_us, inter_gbit, inter_us, inter_eff, cores, threads or hosts_here\n", spec, tok);
             return -1;
         }
     }
