@@ -26,17 +26,19 @@ link_mbit() {
     cluster_exec node1 python3 -c '
 import socket, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("10.77.0.2", 5999)); s.listen(1)
-c, _ = s.accept(); n = 0; t0 = None
+s.settimeout(60); c, _ = s.accept(); c.settimeout(60); n = 0; t0 = None
 while True:
     d = c.recv(1 << 20)
     if not d: break
     t0 = t0 or time.time(); n += len(d)
 print(f"{n * 8 / (time.time() - t0) / 1e6:.0f}")' >"$CL_DIR/link.out" 2>&1 &
     local srv=$!
-    sleep 0.5
     cluster_exec node0 python3 -c '
-import socket
-s = socket.create_connection(("10.77.0.2", 5999)); b = b"x" * (1 << 20)
+import socket, time
+for i in range(200):  # the receiver may still be starting
+    try: s = socket.create_connection(("10.77.0.2", 5999)); break
+    except ConnectionRefusedError: time.sleep(0.1)
+b = b"x" * (1 << 20)
 for i in range(25): s.sendall(b)
 s.close()'
     wait "$srv"
