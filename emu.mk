@@ -35,7 +35,7 @@ emu_binaries: $(EMU_BINARIES)
 
 # The rewritten copy (kernel<<<...>>> and extern __shared__ made C++); rewrite.py only touches
 # files whose content changed. Every binary depends on this stamp.
-$(EMU_BUILD)/sources.stamp: dev/emu/rewrite.py $(wildcard *.c *.cu *.cuh dev/*.cu dev/emu/*.cu) $(CUDA_HEADERS)
+$(EMU_BUILD)/sources.stamp: dev/emu/rewrite.py $(wildcard *.c *.cu *.cuh dev/*.cu dev/emu/*.cu dev/emu/*.h) $(CUDA_HEADERS)
 	@mkdir -p $(EMU_BUILD)
 	python3 dev/emu/rewrite.py $(EMU_SRC)
 	@touch $@
