@@ -52,7 +52,7 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
     }
     z->bytes_working = zero_working_numel(layout, ZERO_STAGE) * sizeof(float);
     // The rings' receive buffer: one chunk of the largest unit (zero/comm_ring.h).
-    if (ZERO_RING && world_size > 1) zero_ring_scratch(z, emb_n > layer_n ? emb_n / (size_t)world_size : layer_n / (size_t)world_size);
+    if (ZERO_RING && world_size > 1) zero_ring_scratch(z, zero_ring_buffer_numel(layout, world_size));
 }
 
 // Wait for every collective still in flight: peers may be reading this rank's buffers (Open
@@ -194,6 +194,7 @@ static void zero_grads_zero(ZeroEngine* z) {
 // Start optimizer step `step` (from 1, as printed): per-step counters and gradients to zero.
 static void zero_step_begin(ZeroEngine* z, int step) {
     z->step = step;
+    zero_trace_step_begin(z, step); // -tr: the step's span opens (zero/trace.h)
     z->sent_elements_step = 0;
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;

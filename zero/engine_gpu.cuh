@@ -110,7 +110,7 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
     z->m = (float*)zero_device_calloc(state_n, sizeof(float), "Adam m");
     z->v = (float*)zero_device_calloc(state_n, sizeof(float), "Adam v");
     z->bytes_params = params_n * sizeof(bf16);
-    z->bytes_grads = grads_bf16_n * sizeof(bf16) + grads_n * sizeof(float);
+    z->bytes_grads = zero_grads_bytes(layout, ZERO_STAGE, 1); // = grads_bf16_n bf16 + grads_n fp32 (zero/layout.h)
     z->bytes_optimizer = 3 * state_n * sizeof(float);
     int n = layout->num_units;
     z->grad_folds = (int*)zero_calloc((size_t)n, sizeof(int), "gradient accumulation counts");

@@ -83,6 +83,23 @@ static inline size_t zero_working_numel(const ParamLayout* layout, int stage) {
     return 0;
 }
 
+// Bytes of gradients a rank stores, as the engines allocate them (and the planner counts them):
+// CPU, fp32, full or shard; GPU (has_master), one micro-step in bf16 (2 bytes, stages 0, 1;
+// stages 2, 3 write working units instead) plus the fp32 accumulation, full or shard.
+static inline size_t zero_grads_bytes(const ParamLayout* layout, int stage, int has_master) {
+    size_t n = zero_buffer_numel(layout, stage, ZERO_BUF_GRADS, has_master);
+    if (!has_master) return n * sizeof(float);
+    return (stage <= 1 ? layout->padded_numel : 0) * 2 + n * sizeof(float);
+}
+
+// Elements of the CPU rings' receive buffer (zero/comm_ring.h): one chunk of the largest unit
+// (the embedding or a layer) over world_size ranks; none on one rank.
+static inline size_t zero_ring_buffer_numel(const ParamLayout* layout, int world_size) {
+    if (world_size <= 1) return 0;
+    size_t emb = layout->units[UNIT_EMBEDDING].padded_numel, layer = zero_max_layer_unit_numel(layout);
+    return (emb > layer ? emb : layer) / (size_t)world_size;
+}
+
 // DESIGN.md's memory rows for the fp32 CPU build (params + grads + Adam m, v; no master copy),
 // in bytes per rank, with psi = padded parameter count (divisible by world_size).
 static inline size_t zero_state_bytes_formula(int stage, size_t psi, int world_size) {

@@ -83,6 +83,7 @@ static void zero_step_begin(ZeroEngine* z, int step) {
         zero_abort_all_ranks(1);
     }
     z->step = step;
+    zero_trace_step_begin(z, step); // -tr: the step's span opens (zero/trace.h)
     z->sent_elements_step = 0;
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;
