@@ -221,6 +221,20 @@ static void zero_trace_step_begin(ZeroEngine* z, int step) {
     t->open_step = (int)(e - t->events);
 }
 
+// Ends the open compute span now (GPU: at an event recorded on the compute stream, read after
+// the step); returns the event index (-1 on the CPU) and the host time in *now.
+static int zero_trace_close_compute_now(ZeroEngine* z, double* now) {
+    *now = zero_trace_now();
+    int ev = -1;
+#if ZERO_GPU_BUILD
+    ev = zero_trace_record(z->compute);
+#else
+    (void)z;
+#endif
+    zero_trace_close_compute(*now, ev);
+    return ev;
+}
+
 /*
  * The model starts `phase` of `unit` (forward and backward of each unit, ZERO_TRACE_LM_HEAD for
  * the tied LM head; the engine's optimizer): the span before it ends here. The forward of the
@@ -230,14 +244,8 @@ static void zero_trace_compute(ZeroEngine* z, ZeroTracePhase phase, int unit) {
     ZeroTrace* t = &zero_trace;
     if (!ZERO_TRACE || !t->recording) return;
     if (phase == ZERO_TRACE_FORWARD && unit == UNIT_EMBEDDING) t->micro_step++;
-    double now = zero_trace_now();
-    int ev = -1;
-#if ZERO_GPU_BUILD
-    ev = zero_trace_record(z->compute);
-#else
-    (void)z;
-#endif
-    zero_trace_close_compute(now, ev);
+    double now;
+    int ev = zero_trace_close_compute_now(z, &now);
     ZeroTraceEvent* e = zero_trace_add(ZERO_TRACE_EV_COMPUTE);
     if (e == NULL) return;
     e->phase = phase;
@@ -251,14 +259,8 @@ static void zero_trace_compute(ZeroEngine* z, ZeroTracePhase phase, int unit) {
 static void zero_trace_step_end(ZeroEngine* z) {
     ZeroTrace* t = &zero_trace;
     if (!ZERO_TRACE || !t->recording) return;
-    double now = zero_trace_now();
-    int ev = -1;
-#if ZERO_GPU_BUILD
-    ev = zero_trace_record(z->compute);
-#else
-    (void)z;
-#endif
-    zero_trace_close_compute(now, ev);
+    double now;
+    int ev = zero_trace_close_compute_now(z, &now);
     if (t->open_step >= 0) {
         t->events[t->open_step].end = now;
         t->events[t->open_step].ev_end = ev;
