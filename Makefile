@@ -21,6 +21,14 @@ MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
 MPI_LDLIBS := $(shell $(MPICC) --showme:link 2>/dev/null)
 CFLAGS += $(MPI_CFLAGS)
 LDLIBS += $(MPI_LDLIBS)
+# liburing (Debian's liburing-dev, scripts/setup.sh): the io_uring backend of the NVMe offload I/O
+# (zero/nvme_io.h); without it the engine does its I/O on worker threads.
+LIBURING := $(if $(wildcard /usr/include/liburing.h),1,0)
+ifeq ($(LIBURING),1)
+CFLAGS += -DZERO_HAVE_LIBURING=1
+LDLIBS += -luring
+endif
+LDLIBS += -lpthread
 BUILD = build
 
 # Headers every CPU binary depends on (so a header edit rebuilds).
@@ -77,3 +85,9 @@ clean:
 $(BUILD)/bench_cpu: dev/bench/bench_cpu.c train_gpt2.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)
 	$(MPICC) $(CFLAGS) $< -o $@ $(LDLIBS)
+$(BUILD)/adamw_bench: dev/bench/adamw_bench.c cpu/adamw.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+$(BUILD)/nvme_bench: dev/bench/nvme_bench.c zero/nvme_io.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

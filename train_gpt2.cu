@@ -239,7 +239,8 @@ static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t see
         exit(1);
     }
     attention_check_head_size(c->channels, c->num_heads);
-    param_layout_build(&model->layout, &model->config, world_size, ZERO_ALIGN);
+    // wte in one unit (Vp rows): this build's model code does not walk wte's vocab chunks yet.
+    param_layout_build_chunked(&model->layout, &model->config, world_size, ZERO_ALIGN, (size_t)model->config.padded_vocab_size);
     zero_init(&model->zero, &model->layout, rank, world_size);
     // One unit at a time, as the CPU trainer: initialized (the same on every rank: per-tensor
     // seeded streams) or read from the file, then handed to the engine, which keeps what this
@@ -574,7 +575,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   max_steps, args->learning_rate, start_step, psi,
                   z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working,
                   zero_state_bytes_formula_mixed(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_mixed_text[ZERO_STAGE],
-                  zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps),
+                  zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_formula_embedding_numel(&model->layout)),
                   zero_elements_sent_formula_text[ZERO_STAGE], prop.name, ZERO_COMM_NAME,
                   noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns));
     fflush(stdout);
@@ -596,6 +597,8 @@ int main(int argc, char** argv) {
 
     matmul_init();
     GPT2 model;
+    if (run.offload.optimizer != ZERO_PLACE_NONE || run.offload.params != ZERO_PLACE_NONE)
+        train_run_fail(&run, "error: -zo/-zp: offload is not in the GPU build yet; expected -zo none -zp none");
     gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size);
     ZeroEngine* z = &model.zero;
     z->timeout_s = args.collective_timeout_s;

@@ -4,9 +4,12 @@
  * this order (each needs only the ones above it):
  *
  *   zero/layout.h       shard layout and DESIGN.md's formulas (bytes per rank, elements sent)
- *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, ZeroEngine
+ *   zero/nvme_io.h      asynchronous file I/O for the NVMe placement (io_uring or worker threads)
+ *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, placement, ZeroEngine
  *   zero/comm_mpi.h     communication over MPI: every MPI call, the -wt timeout, aborting ranks
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
+ *   zero/offload.h      ZeRO-Offload / ZeRO-Infinity: optimizer state and parameter shard on the
+ *                       host or on NVMe (-zo, -zp, -zd), their file regions, staging and formulas
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
  *   zero/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
@@ -82,6 +85,10 @@
 #error "ZERO_STAGE must be 0, 1, 2 or 3"
 #endif
 
+// The GPU build's model code still uses the embedding as one unit (wte in one piece, one
+// embedding-sized working unit, its gradient reduced once); the CPU build walks wte's vocab chunks.
+#define ZERO_WHOLE_EMBEDDING_UNIT ZERO_GPU_BUILD
+
 // Per-rank slices are multiples of this many elements (256 bytes of fp32), so every shard
 // starts aligned for SIMD on the CPU and for vectorized bf16 loads on the GPU.
 #define ZERO_ALIGN 64
@@ -98,9 +105,11 @@ typedef float ZeroFloat;
 #endif
 
 #include "zero/layout.h"
+#include "zero/nvme_io.h"
 #include "zero/engine.h"
 #include "zero/comm_mpi.h"
 #include "zero/work_units.h"
+#include "zero/offload.h"
 #include "zero/engine_cpu.h"
 #include "zero/accounting.h"
 #if ZERO_GPU_BUILD

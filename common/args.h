@@ -2,7 +2,9 @@
  * args.h: the trainer's command line, shared by the CPU and CUDA builds. llm.c's flags where
  * they mean the same thing (-i -j -e -o -n -y -b -t -d -l -u -q -c -k -x -v -m -s -g -a -z),
  * plus -gc (gradient clip), -sd (seed), -wt (collective wait timeout, seconds), -gb (EMA beta of
- * the gradient noise scale meter, common/gns.h; -1 turns the meter off).
+ * the gradient noise scale meter, common/gns.h; -1 turns the meter off), and the ZeRO-Offload /
+ * ZeRO-Infinity placement (zero/offload.h): -zo (optimizer state), -zp (stage-3 parameter
+ * shard), none|cpu|nvme each, and -zd (the NVMe directory).
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
  * flag or a malformed value prints one error line and exits 1.
  */
@@ -44,6 +46,9 @@ typedef struct {
     int seed;                  // -sd
     float collective_timeout_s; // -wt
     float gns_beta;            // -gb: GNS EMA beta in [0, 1); -1: meter off
+    const char* offload_optimizer; // -zo: none, cpu, nvme
+    const char* offload_params;    // -zp: none, cpu, nvme (ZeRO stage 3)
+    const char* offload_dir;       // -zd: directory of the NVMe offload files (NULL: none)
 } TrainArgs;
 
 typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING } ArgType;
@@ -76,6 +81,9 @@ static const ArgSpec arg_specs[] = {
     {"-sd", ARG_INT, ARG_FIELD(seed), "random seed (init, sampling)"},
     {"-wt", ARG_FLOAT, ARG_FIELD(collective_timeout_s), "abort all ranks if a collective waits longer (s)"},
     {"-gb", ARG_FLOAT, ARG_FIELD(gns_beta), "gradient noise scale EMA beta, [0, 1); -1: meter off"},
+    {"-zo", ARG_STRING, ARG_FIELD(offload_optimizer), "optimizer state + AdamW: none (device), cpu (host RAM), nvme (files in -zd)"},
+    {"-zp", ARG_STRING, ARG_FIELD(offload_params), "ZeRO-3 parameter shard between uses: none, cpu, nvme (files in -zd)"},
+    {"-zd", ARG_STRING, ARG_FIELD(offload_dir), "directory for the NVMe offload files (one per rank, removed at exit)"},
 };
 #define NUM_ARG_SPECS (int)(sizeof(arg_specs) / sizeof(arg_specs[0]))
 
@@ -105,6 +113,9 @@ static void train_args_defaults(TrainArgs* a) {
     a->seed = 42;
     a->collective_timeout_s = 300.0f;
     a->gns_beta = 0.95f;
+    a->offload_optimizer = "none";
+    a->offload_params = "none";
+    a->offload_dir = NULL;
 }
 
 static void train_args_print_help(const char* program, FILE* out) {
@@ -213,6 +224,10 @@ static void train_args_validate(const TrainArgs* a) {
     if (lr_kind_from_name(a->lr_schedule, &kind) != 0) {
         args_fail("error: -k %s: unknown schedule; expected cosine, linear or constant", a->lr_schedule);
     }
+    const char* placements[2][2] = {{"-zo", a->offload_optimizer}, {"-zp", a->offload_params}};
+    for (int k = 0; k < 2; k++)
+        if (strcmp(placements[k][1], "none") != 0 && strcmp(placements[k][1], "cpu") != 0 && strcmp(placements[k][1], "nvme") != 0)
+            args_fail("error: %s %s: unknown placement; expected none, cpu or nvme", placements[k][0], placements[k][1]);
     if (a->checkpoint_every > 0 && a->output_dir == NULL) {
         args_fail("error: -n %d: checkpoints need a directory; expected -o <dir> as well", a->checkpoint_every);
     }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what the CPU build, the tests and the data scripts need on a fresh Debian machine:
-# a C toolchain, OpenBLAS, Open MPI (Debian packages) and numpy, tiktoken, matplotlib, tqdm (PyPI).
+# a C toolchain, OpenBLAS, Open MPI, liburing (Debian packages) and numpy, tiktoken, matplotlib,
+# tqdm (PyPI).
 # Safe to run again: it skips what is already there. PyTorch is NOT installed here: only
 # dev/make_reference.py needs it (pip install torch), and its output is committed.
 set -euo pipefail
@@ -11,6 +12,8 @@ command -v make  >/dev/null 2>&1 || need_apt+=(make)
 ls -d /usr/lib/*/openblas-openmp >/dev/null 2>&1 || need_apt+=(libopenblas-openmp-dev)
 command -v mpicc  >/dev/null 2>&1 || need_apt+=(libopenmpi-dev)
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
+# io_uring for the NVMe offload I/O (zero/nvme_io.h; without it the build falls back to threads).
+[ -f /usr/include/liburing.h ] || need_apt+=(liburing-dev)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_apt[*]}"

@@ -33,6 +33,57 @@ typedef struct {
 } ZeroOp;
 
 // ============================================================================================
+// Placement (zero/offload.h): where the optimizer state and the parameter shard live
+
+typedef enum { ZERO_PLACE_NONE, ZERO_PLACE_CPU, ZERO_PLACE_NVME } ZeroPlacement;
+static const char* const zero_placement_names[] = {"none", "cpu", "nvme"};
+
+// What -zo, -zp and -zd ask for (common/args.h): ZeroPlacement values and the NVMe directory.
+typedef struct {
+    int optimizer, params;
+    const char* dir;
+} ZeroOffloadArgs;
+
+// The regions of a unit's offloaded state, in file (and staging) order.
+typedef enum { ZERO_REGION_PARAMS, ZERO_REGION_MASTER, ZERO_REGION_M, ZERO_REGION_V, ZERO_NUM_REGIONS } ZeroRegion;
+static const char* const zero_region_names[ZERO_NUM_REGIONS] = {"parameters", "master weights", "Adam m", "Adam v"};
+
+// Host memory for one piece of a unit's regions (zero/offload.h), each region's part at a fixed
+// stride, with their reads and writes.
+typedef struct {
+    int unit, piece;    // what it holds; unit -1 when free
+    char* data;         // NVME_ALIGN-aligned
+    NvmeRequest read[ZERO_NUM_REGIONS], write[ZERO_NUM_REGIONS];
+} ZeroOffloadSlot;
+
+#define ZERO_OFFLOAD_SLOTS 3 // optimizer: piece q+1 read, piece q updated, piece q-1 written back
+#define ZERO_OFFLOAD_PIECE ((size_t)1 << 20) // elements of a region per piece: 4 MiB of fp32
+
+typedef struct {
+    int optimizer, params;            // ZeroPlacement; NONE = where the engine keeps it anyway
+    int active;                       // any region on NVMe
+    char dir[4096], path[4400];       // -zd and this rank's offload file in it
+    int fd, direct;                   // the file; O_DIRECT granted
+    NvmeIO io;
+    int on_nvme[ZERO_NUM_REGIONS];    // which regions live in the file
+    size_t* region_bytes;             // [unit * ZERO_NUM_REGIONS + region], rounded to NVME_ALIGN; 0: not in the file
+    uint64_t* unit_offset;            // [unit]: the unit's first region in the file
+    int* piece_first;                 // [unit]: its first piece's index (pieces numbered in unit order)
+    uint64_t* checksum;               // [piece * ZERO_NUM_REGIONS + region]: of what this job last wrote there
+    size_t file_bytes, slot_stride[ZERO_NUM_REGIONS], slot_bytes, bounce_bytes;
+    size_t piece;                     // elements per piece (ZERO_OFFLOAD_PIECE)
+    int num_pieces;
+    ZeroOffloadSlot opt_slot[ZERO_OFFLOAD_SLOTS];
+    char* bounce[2];                  // stage 3, -zp nvme: a unit's parameter shard read for its all-gather
+    NvmeRequest bounce_read[2];
+    int bounce_unit[2], bounce_next;
+    int seq;                          // the optimizer's piece counter this step (use order)
+    int prefetched;                   // the optimizer's first reads were issued this step
+    long long read_at_step, written_at_step; // io.bytes_*_submitted at the step's start
+    double io_wait_s_step, io_wait_s_total;  // exposed: time the engine waited for the disk
+} ZeroOffload;
+
+// ============================================================================================
 // The engine
 
 typedef struct {
@@ -46,6 +97,7 @@ typedef struct {
     int unit;        // the unit it holds, -1 when free
     long long age;   // when it was taken, to finish the oldest reduce-scatter first
     ZeroOp op;       // params: all-gather filling it; grads: reduce-scatter reading it
+    int awaiting_read; // params, -zp nvme: the shard is being read from NVMe into this bounce buffer (0: none, else 1 + index)
 #if ZERO_GPU_BUILD
     cudaEvent_t released; // params: the compute stream's last read of data (the next gather waits)
 #endif
@@ -68,6 +120,16 @@ typedef struct {
     ZeroWorkingUnit param_work[ZERO_WORKING_UNITS];
     ZeroWorkingUnit grad_work[ZERO_WORKING_UNITS];
     long long work_clock;
+    // Stages 2, 3, the tied wte (zero_grads_unit_partly_ready): rows of a wte unit's gradient
+    // the LM head left and the encoder still adds to, set aside from the unit's first
+    // reduce-scatter until the encoder asks for the unit again. Per unit: how many rows and where
+    // they start in the arena (kept_ids: row inside the unit; kept_data: kept_row_len floats each).
+    int* kept_count;
+    size_t* kept_first;
+    int* kept_ids;
+    float* kept_data;
+    size_t kept_used, kept_capacity; // rows
+    int kept_row_len, kept_pending;  // elements per row; units with rows set aside
 #if ZERO_GPU_BUILD
     // GPU build (zero/engine_gpu.cuh): params, grads, master, m, v live on the device.
     float* master;                     // fp32 master weights, stored (full or shard) like m and v
@@ -88,8 +150,9 @@ typedef struct {
     ncclComm_t nccl;                   // NULL with one rank
 #endif
 #endif
+    ZeroOffload offload;               // -zo, -zp (zero/offload.h)
     // Accounting
-    size_t bytes_params, bytes_grads, bytes_optimizer, bytes_working;
+    size_t bytes_params, bytes_grads, bytes_optimizer, bytes_working; // the state's size, wherever it lives
     long long sent_elements_step, sent_elements_total; // ring count, bulk collectives only
     int scalar_all_reduces_step;
     double comm_wait_s_step, comm_wait_s_total;        // exposed: time spent waiting
@@ -117,6 +180,7 @@ static const char* zero_unit_name(const ParamLayout* layout, int unit, char* buf
     if (unit < 0) snprintf(buf, cap, "-");
     else if (unit == UNIT_EMBEDDING) snprintf(buf, cap, "%d (embedding)", unit);
     else if (unit == UNIT_FINAL(&layout->config)) snprintf(buf, cap, "%d (final layernorm)", unit);
+    else if (unit > UNIT_FINAL(&layout->config)) snprintf(buf, cap, "%d (wte vocab chunk %d)", unit, unit - UNIT_FINAL(&layout->config));
     else snprintf(buf, cap, "%d (layer %d)", unit, unit - 1);
     return buf;
 }
