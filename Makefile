@@ -6,14 +6,41 @@ CC ?= gcc
 ZERO_STAGE ?= 0
 CFLAGS ?= -O3 -march=native -ffp-contract=fast -fno-math-errno
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-unused-function -fopenmp -DZERO_STAGE=$(ZERO_STAGE) -I.
-# OpenBLAS built for OpenMP shares the trainer's thread pool; the pthread build fights it for the
-# cores (measured 4x slower on 2 cores). Prefer it when Debian's libopenblas-openmp-dev is there.
+# BLAS (cpu/blas.h; measurements in README "Benchmark (CPU)", dev/bench/blas_candidates.sh):
+#   auto (default)   a current OpenBLAS from PyPI (scipy-openblas32, installed by scripts/setup.sh):
+#                    DYNAMIC_ARCH, knows every current x86-64 (Debian's 0.3.21 falls back to its SSE3
+#                    kernel on Sapphire/Emerald Rapids); called sequentially, each sgemm split over
+#                    the trainer's OpenMP threads (its own pthreads would spin against them).
+#                    Without it: Debian's OpenMP build of OpenBLAS (libopenblas-openmp-dev).
+#   openblas-debian  Debian's OpenMP OpenBLAS    mkl  oneMKL from PyPI (MKL_DIR=<prefix>/lib)
+#   blis             Debian's OpenMP BLIS
+BLAS ?= auto
 OPENBLAS_OPENMP_DIR ?= $(firstword $(wildcard /usr/lib/*/openblas-openmp))
-ifneq ($(OPENBLAS_OPENMP_DIR),)
-LDLIBS = -L$(OPENBLAS_OPENMP_DIR) -Wl,-rpath,$(OPENBLAS_OPENMP_DIR) -lopenblas -lm
-else
-LDLIBS = -lopenblas -lm
+ifeq ($(BLAS),auto)
+SCIPY_OPENBLAS_DIR ?= $(shell python3 -c "import scipy_openblas32 as s; print(s.get_lib_dir())" 2>/dev/null)
+BLAS := $(if $(SCIPY_OPENBLAS_DIR),scipy-openblas,openblas-debian)
 endif
+ifeq ($(BLAS),scipy-openblas)
+BLAS_CFLAGS = -DBLAS_SCIPY_OPENBLAS
+BLAS_LDLIBS = -L$(SCIPY_OPENBLAS_DIR) -Wl,-rpath,$(SCIPY_OPENBLAS_DIR) -lscipy_openblas
+else ifeq ($(BLAS),mkl)
+mkl_lib = -l:$(notdir $(firstword $(wildcard $(MKL_DIR)/lib$(1).so.*)))
+BLAS_CFLAGS = -DBLAS_MKL
+BLAS_LDLIBS = -L$(MKL_DIR) -Wl,-rpath,$(MKL_DIR) -Wl,--no-as-needed $(call mkl_lib,mkl_intel_lp64) \
+              $(call mkl_lib,mkl_gnu_thread) $(call mkl_lib,mkl_core) -lgomp -lpthread -ldl
+else ifeq ($(BLAS),blis)
+BLIS_DIR ?= $(firstword $(wildcard /usr/lib/*/blis-openmp))
+BLAS_CFLAGS = -DBLAS_BLIS
+BLAS_LDLIBS = -L$(BLIS_DIR) -Wl,-rpath,$(BLIS_DIR) -lblis
+else ifneq ($(OPENBLAS_OPENMP_DIR),)
+BLAS_CFLAGS = -DBLAS_OPENBLAS
+BLAS_LDLIBS = -L$(OPENBLAS_OPENMP_DIR) -Wl,-rpath,$(OPENBLAS_OPENMP_DIR) -lopenblas
+else
+BLAS_CFLAGS = -DBLAS_OPENBLAS
+BLAS_LDLIBS = -lopenblas
+endif
+CFLAGS += $(BLAS_CFLAGS)
+LDLIBS = $(BLAS_LDLIBS) -lm
 # Open MPI: the trainer always links it (it runs as a singleton without mpirun), and every binary
 # that includes zero.cuh needs its header, so its flags go to all; train_gpt2 builds with mpicc.
 MPICC ?= mpicc
@@ -32,7 +59,10 @@ LDLIBS += -lpthread
 BUILD = build
 
 # Headers every CPU binary depends on (so a header edit rebuilds).
-CPU_HEADERS = $(wildcard common/*.h cpu/*.h zero/*.h zero.cuh)
+CPU_HEADERS = $(wildcard common/*.h cpu/*.h zero/*.h zero.cuh) $(BUILD)/blas_stamp
+# A change of BLAS (make BLAS=..., or scipy-openblas32 installed) rebuilds every CPU binary.
+$(BUILD)/blas_stamp: FORCE
+	@mkdir -p $(BUILD); echo "$(BLAS) $(BLAS_LDLIBS)" | cmp -s - $@ || echo "$(BLAS) $(BLAS_LDLIBS)" > $@
 
 .PHONY: all test clean
 all: train_gpt2 test_gpt2

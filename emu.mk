@@ -18,8 +18,8 @@ CXX ?= g++
 # -fno-strict-aliasing: device code type-puns through packs (PackBf16 <-> int4) as CUDA allows.
 EMU_CXXFLAGS = -std=c++17 -O2 -g -U_FORTIFY_SOURCE -fno-strict-aliasing -fopenmp -Wall -Werror \
                -Wno-unknown-pragmas -Wno-unused-function -DCUDA_EMULATION=1 -DOMPI_SKIP_MPICXX=1 \
-               -I$(CUDA_HOME)/include -I$(EMU_SRC) -include dev/emu/emu.h
-# LDLIBS (main Makefile): OpenBLAS for the CPU twins, as the CPU build links it.
+               -I$(CUDA_HOME)/include -I$(EMU_SRC) -include dev/emu/emu.h $(BLAS_CFLAGS)
+# LDLIBS, BLAS_CFLAGS (main Makefile): the BLAS for the CPU twins, as the CPU build links it.
 EMU_LDLIBS = $(shell mpicc --showme:link 2>/dev/null) $(LDLIBS)
 EMU_MPI_CFLAGS = $(shell mpicc --showme:compile 2>/dev/null)
 EMU_HEADERS = $(wildcard dev/emu/*.h) $(CUDA_HEADERS)

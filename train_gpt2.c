@@ -315,7 +315,6 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
     // which the encoder adds to at the end (zero_grads_unit_partly_ready).
     int K = layout->num_wte_units;
     int num_tokens = distinct_tokens(model->token_rows, model->inputs, BT), token = 0;
-    memset(s->dln, 0, (size_t)BT * C * sizeof(float));
     model->backward_follows = 0;
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
@@ -325,7 +324,7 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
         float* dwte = zero_grads_unit(z, wte_unit(layout, k));
         matmul_forward(a->logits, a->lnf, wte, NULL, BT, C, rows);
         classifier_backward_chunk(a->logits, a->row_max, a->row_sum, targets, BT, row0, rows, V, dloss_scale);
-        matmul_backward(s->dln, dwte, NULL, a->logits, a->lnf, wte, BT, C, rows);
+        matmul_backward_ex(s->dln, dwte, NULL, a->logits, a->lnf, wte, BT, C, rows, k > 0); // the first chunk writes dlnf
         zero_params_unit_done(z, wte_unit(layout, k));
         int first = token; // this chunk's tokens, as rows inside the chunk
         while (token < num_tokens && model->token_rows[token] < row0 + rows) model->token_rows[token++] -= row0;
@@ -348,20 +347,16 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
         size_t o = (size_t)l * BT;
         float* resid_in = l == 0 ? a->encoded : a->residual3 + (o - BT) * C;
         // s->dresidual holds dL/d residual3[l]; the residual add passes it to both branches.
-        memset(s->dfch_gelu, 0, (size_t)BT * 4 * C * sizeof(float));
-        matmul_backward(s->dfch_gelu, g.fcprojw, g.fcprojb, s->dresidual, a->fch_gelu + o * 4 * C, p.fcprojw, BT, 4 * C, C);
-        memset(s->dfch, 0, (size_t)BT * 4 * C * sizeof(float));
+        // Each scratch buffer is overwritten by the op that produces it (no zeroing);
+        // layernorm_backward adds its input gradient into s->dresidual (the residual path).
+        matmul_backward_ex(s->dfch_gelu, g.fcprojw, g.fcprojb, s->dresidual, a->fch_gelu + o * 4 * C, p.fcprojw, BT, 4 * C, C, 0);
         gelu_backward(s->dfch, a->fch + o * 4 * C, s->dfch_gelu, (size_t)BT * 4 * C);
-        memset(s->dln, 0, (size_t)BT * C * sizeof(float));
-        matmul_backward(s->dln, g.fcw, g.fcb, s->dfch, a->ln2 + o * C, p.fcw, BT, C, 4 * C);
+        matmul_backward_ex(s->dln, g.fcw, g.fcb, s->dfch, a->ln2 + o * C, p.fcw, BT, C, 4 * C, 0);
         layernorm_backward(s->dresidual, g.ln2w, g.ln2b, s->dln, a->residual2 + o * C, p.ln2w, a->ln2_mean + o, a->ln2_rstd + o, BT, C);
         // s->dresidual now holds dL/d residual2[l].
-        memset(s->datty, 0, (size_t)BT * C * sizeof(float));
-        matmul_backward(s->datty, g.attprojw, g.attprojb, s->dresidual, a->atty + o * C, p.attprojw, BT, C, C);
-        memset(s->dqkv, 0, (size_t)BT * 3 * C * sizeof(float));
+        matmul_backward_ex(s->datty, g.attprojw, g.attprojb, s->dresidual, a->atty + o * C, p.attprojw, BT, C, C, 0);
         attention_backward(s->dqkv, s->datty, a->qkv + o * 3 * C, a->att + o * NH * T, B, T, C, NH);
-        memset(s->dln, 0, (size_t)BT * C * sizeof(float));
-        matmul_backward(s->dln, g.qkvw, g.qkvb, s->dqkv, a->ln1 + o * C, p.qkvw, BT, C, 3 * C);
+        matmul_backward_ex(s->dln, g.qkvw, g.qkvb, s->dqkv, a->ln1 + o * C, p.qkvw, BT, C, 3 * C, 0);
         layernorm_backward(s->dresidual, g.ln1w, g.ln1b, s->dln, resid_in, p.ln1w, a->ln1_mean + o, a->ln1_rstd + o, BT, C);
         // s->dresidual now holds dL/d resid_in, the input of layer l.
         zero_params_unit_done(z, UNIT_LAYER(l));
@@ -539,6 +534,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     int threads = omp_get_max_threads();
     char gns_fields[256], init_text[8192], offload_fields[512];
     printf("GPT-2 CPU trainer | ZeRO stage %d | world size %d | threads per rank %d\n", ZERO_STAGE, world_size, threads);
+    blas_print_report(stdout); // library, version, kernel; a warning when it runs a generic kernel
     // Ranks on one machine share its cores: more threads than cores in total slows every rank.
     const char* local_size = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     int local_ranks = local_size ? atoi(local_size) : 1;

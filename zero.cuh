@@ -6,6 +6,7 @@
  *   zero/layout.h       shard layout and DESIGN.md's formulas (bytes per rank, elements sent)
  *   zero/nvme_io.h      asynchronous file I/O for the NVMe placement (io_uring or worker threads)
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, placement, ZeroEngine
+ *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
  *   zero/comm_mpi.h     communication over MPI: every MPI call, the -wt timeout, aborting ranks
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
  *   zero/offload.h      ZeRO-Offload / ZeRO-Infinity: optimizer state and parameter shard on the
@@ -107,6 +108,7 @@ typedef float ZeroFloat;
 #include "zero/layout.h"
 #include "zero/nvme_io.h"
 #include "zero/engine.h"
+#include "zero/progress_cpu.h"
 #include "zero/comm_mpi.h"
 #include "zero/work_units.h"
 #include "zero/offload.h"

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Install what the CPU build, the tests and the data scripts need on a fresh Debian machine:
 # a C toolchain, OpenBLAS, Open MPI, liburing (Debian packages) and numpy, tiktoken, matplotlib,
-# tqdm (PyPI).
+# tqdm and scipy-openblas32 (PyPI: a current OpenBLAS that knows every x86-64 CPU; the Makefile
+# links it).
 # Safe to run again: it skips what is already there. PyTorch is NOT installed here: only
 # dev/make_reference.py needs it (pip install torch), and its output is committed.
 set -euo pipefail
 need_apt=()
 command -v gcc   >/dev/null 2>&1 || need_apt+=(gcc)
 command -v make  >/dev/null 2>&1 || need_apt+=(make)
-# The OpenMP build of OpenBLAS: it shares the trainer's OpenMP threads instead of fighting them.
+# The OpenMP build of OpenBLAS: the fallback BLAS without PyPI's, and the CUDA build's tests' one.
 ls -d /usr/lib/*/openblas-openmp >/dev/null 2>&1 || need_apt+=(libopenblas-openmp-dev)
 command -v mpicc  >/dev/null 2>&1 || need_apt+=(libopenmpi-dev)
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
@@ -22,8 +23,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 need_pip=()
-for mod in numpy tiktoken matplotlib tqdm; do
-    python3 -c "import $mod" >/dev/null 2>&1 || need_pip+=("$mod")
+for mod in numpy tiktoken matplotlib tqdm scipy_openblas32; do
+    python3 -c "import $mod" >/dev/null 2>&1 || need_pip+=("${mod//_/-}")
 done
 if [ ${#need_pip[@]} -gt 0 ]; then
     echo "setup: installing Python packages: ${need_pip[*]}"

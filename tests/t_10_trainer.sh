@@ -8,6 +8,7 @@ ensure_tinyshakespeare || { echo "FAIL tinyshakespeare_data: could not prepare d
 
 ./test_gpt2
 ./build/test_core
+./build/test_cpu_ops # fast CPU ops (BLAS wrapper, attention, vec exp) vs plain double loops
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

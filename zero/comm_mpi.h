@@ -39,16 +39,20 @@ static double zero_clock(void) {
 
 #if !ZERO_GPU_BUILD // the GPU build's start-up also picks the device: zero/engine_gpu.cuh
 // Start the ranks: under mpirun each process learns its rank; run directly, MPI starts as a
-// singleton (world size 1). OpenMP threads never call MPI, hence FUNNELED.
+// singleton (world size 1). OpenMP threads never call MPI; the progress thread
+// (zero/progress_cpu.h) does, beside the main thread, hence MULTIPLE (without it: no thread).
 static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size) {
     int provided;
-    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); // MPI_CHECK reports, then aborts
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, world_size));
 }
 
-static void zero_ranks_stop(void) { MPI_Finalize(); }
+static void zero_ranks_stop(void) {
+    zero_progress_thread_stop();
+    MPI_Finalize();
+}
 #endif
 
 // Every rank waits here until all arrive (start-up only, before the engine exists; no timeout).
@@ -112,6 +116,7 @@ static void zero_op_wait(ZeroEngine* z, ZeroOp* op) {
     z->comm_wait_s_step += waited;
     z->comm_wait_s_total += waited;
     op->kind = ZERO_OP_NONE;
+    zero_progress_note_end();
 }
 
 // Let in-flight collectives advance. Open MPI's non-blocking collectives progress only inside
@@ -137,6 +142,7 @@ static void zero_op_begin(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, int unit, 
     op->kind = kind;
     op->unit = unit;
     op->what = what;
+    zero_progress_note_begin();
     z->sent_elements_step += sent;
     z->sent_elements_total += sent;
 }

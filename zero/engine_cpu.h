@@ -24,6 +24,7 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     z->rank = rank;
     z->world_size = world_size;
     z->timeout_s = 300.0f;
+    zero_progress_thread_start(world_size); // collectives move while the model computes
     int n = layout->num_units;
     zero_offload_setup(z, offload);
     const int* on_nvme = z->offload.on_nvme;
@@ -88,6 +89,7 @@ static void zero_wait_all(ZeroEngine* z) {
 
 static void zero_free(ZeroEngine* z) {
     zero_wait_all(z);
+    zero_progress_thread_stop();
     zero_offload_free(z);
     free(z->params); free(z->grads); free(z->m); free(z->v);
     free(z->grad_ops); free(z->param_ops);

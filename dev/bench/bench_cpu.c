@@ -1,7 +1,7 @@
 /*
  * bench_cpu.c: CPU training-step benchmark (not a test). For one model and (B, T): times full
  * training steps (forward, backward, AdamW) on random tokens, and prints tokens/s, ms/step, the
- * share of step time spent in matmuls (OpenBLAS sgemm), achieved GFLOP/s, the peak resident
+ * share of step time spent in matmuls (the BLAS's sgemm), achieved GFLOP/s, the peak resident
  * memory, and the tokens/s bound that the measured sgemm rate alone would allow.
  *
  * FLOPs per token (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", sec. 2.1):
@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
         fprintf(stderr, "error: arguments: expected dN B T [steps >= 2]\n");
         return 1;
     }
+    blas_print_report(stdout);
     GPT2 model;
     gpt2_build(&model, depth, B, T, 42, 0, 1, NULL);
     const GPT2Config* c = &model.config;
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
     free(x); free(w); free(y);
 
     double step_seconds = 0.0, matmul_in_steps = 0.0, phase[4] = {0};
+    double* step_ms = (double*)calloc((size_t)steps, sizeof(double));
     for (int s = 0; s < steps; s++) {
         double m0 = matmul_seconds;
         double s0 = omp_get_wtime();
@@ -65,7 +67,7 @@ int main(int argc, char** argv) {
         zero_optimizer_step(&model.zero, &opt, 1e-4f, s + 1);
         double dt = omp_get_wtime() - s0;
         if (s > 0) { phase[0] += s1 - s0; phase[1] += s2 - s1; phase[2] += s3 - s2; phase[3] += omp_get_wtime() - s3; }
-        if (s > 0) { step_seconds += dt; matmul_in_steps += matmul_seconds - m0; } // step 0 warms up
+        if (s > 0) { step_seconds += dt; matmul_in_steps += matmul_seconds - m0; step_ms[s - 1] = 1000.0 * dt; } // step 0 warms up
     }
     double ms = 1000.0 * step_seconds / (steps - 1);
     double tokens_per_s = B * T * (steps - 1) / step_seconds;
@@ -76,6 +78,15 @@ int main(int argc, char** argv) {
            omp_get_max_threads());
     printf("     phases per step (ms): zero grads %.1f | forward %.1f | backward %.1f | optimizer %.1f\n",
            1000 * phase[0] / (steps - 1), 1000 * phase[1] / (steps - 1), 1000 * phase[2] / (steps - 1), 1000 * phase[3] / (steps - 1));
+    // Median step (timed steps sorted), and one JSON line for scripts (dev/bench/vs_pytorch.py).
+    for (int i = 1; i < steps - 1; i++)
+        for (int j = i; j > 0 && step_ms[j - 1] > step_ms[j]; j--) { double t = step_ms[j]; step_ms[j] = step_ms[j - 1]; step_ms[j - 1] = t; }
+    int n = steps - 1;
+    double median_ms = n % 2 ? step_ms[n / 2] : 0.5 * (step_ms[n / 2 - 1] + step_ms[n / 2]);
+    printf("json: {\"median_ms\": %.3f, \"tokens_per_s\": %.2f, \"sgemm_gflops\": %.3f, \"bound_tokens_per_s\": %.2f, "
+           "\"matmul_share\": %.4f, \"peak_mib\": %.1f, \"threads\": %d}\n", median_ms, B * T * 1000.0 / median_ms,
+           sgemm_gflops, sgemm_gflops * 1e9 / flops_per_token, matmul_in_steps / step_seconds, peak_rss_mib(), omp_get_max_threads());
+    free(step_ms);
     free(tokens);
     gpt2_free(&model);
     return 0;
