@@ -124,8 +124,13 @@ typedef struct {
     bf16* lnf;        // (B,T,C)
     float* lnf_mean;  // (B,T) fp32
     float* lnf_rstd;  // (B,T) fp32
-    bf16* logits;     // (B,T,Vp); holds dlogits after a training forward
+    bf16* logits;     // (B,T,R): one vocab chunk's logits (R = the largest chunk's rows); dlogits in backward
+    float* row_max;   // (B,T) fp32: online softmax over the chunks, each row's running max,
+    float* row_sum;   // (B,T) fp32: its sum of exp(logit - row_max),
+    float* target_logit; // (B,T) fp32: and the target's logit (kernels/classifier.cuh)
     float* losses;    // (B,T) fp32
+    bf16* wpe;        // (T,C): wpe's first T rows, kept while the encoder walks wte's chunks
+    bf16* logits_last; // (B,Vp): sampling, each row's last position
 } ActivationsGPU;
 
 // Backward scratch, reused layer by layer.
@@ -157,6 +162,9 @@ typedef struct {
     float* loss_sum_device; // accumulated mean loss (fp32), read by gpt2_take_loss
     float* logits_host;     // Vp floats, for sampling
     bf16* logits_staging;   // Vp bf16, host
+    size_t wte_rows_max;    // R: rows of the largest wte vocab chunk
+    float dloss_scale;      // of the last forward: backward turns the recomputed logits into dlogits with it
+    int* chunk_bucket;      // (K+1) host: the encoder plan's buckets of chunk k are [chunk_bucket[k], chunk_bucket[k+1])
 } GPT2;
 
 static void* carve(char** cursor, size_t bytes) {
@@ -168,7 +176,12 @@ static void* carve(char** cursor, size_t bytes) {
 static void gpt2_alloc_activations(GPT2* model, int B, int T) {
     const GPT2Config* c = &model->config;
     size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
-    size_t BT = (size_t)B * T, h = sizeof(bf16), f = sizeof(float);
+    size_t BT = (size_t)B * T, h = sizeof(bf16), f = sizeof(float), R = 0;
+    for (int k = 0; k < model->layout.num_wte_units; k++) {
+        size_t rows = model->layout.tensors[wte_piece_index(&model->layout, k)].shape[0];
+        if (rows > R) R = rows;
+    }
+    model->wte_rows_max = R;
     size_t reduce_floats = layernorm_backward_scratch_floats((int)C);
     size_t matmul_floats = matmul_backward_scratch_floats(4 * (int)C);
     if (matmul_floats > reduce_floats) reduce_floats = matmul_floats;
@@ -183,8 +196,10 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
         {L * BT * 4 * C * h, (void**)&model->acts.fch}, {L * BT * 4 * C * h, (void**)&model->acts.fch_gelu},
         {L * BT * C * h, (void**)&model->acts.fcproj}, {L * BT * C * h, (void**)&model->acts.residual3},
         {BT * C * h, (void**)&model->acts.lnf}, {BT * f, (void**)&model->acts.lnf_mean},
-        {BT * f, (void**)&model->acts.lnf_rstd}, {BT * Vp * h, (void**)&model->acts.logits},
-        {BT * f, (void**)&model->acts.losses},
+        {BT * f, (void**)&model->acts.lnf_rstd}, {BT * R * h, (void**)&model->acts.logits},
+        {BT * f, (void**)&model->acts.row_max}, {BT * f, (void**)&model->acts.row_sum},
+        {BT * f, (void**)&model->acts.target_logit}, {BT * f, (void**)&model->acts.losses},
+        {(size_t)T * C * h, (void**)&model->acts.wpe}, {(size_t)B * Vp * h, (void**)&model->acts.logits_last},
         {BT * C * h, (void**)&model->scratch.dresidual}, {BT * C * h, (void**)&model->scratch.dln},
         {BT * C * h, (void**)&model->scratch.datty}, {BT * 3 * C * h, (void**)&model->scratch.dqkv},
         {BT * 4 * C * h, (void**)&model->scratch.dfch}, {reduce_floats * f, (void**)&model->scratch.reduce},
@@ -208,6 +223,8 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
     model->bucket_counts = (int*)host_alloc(Vp * sizeof(int), "encoder plan");
     model->logits_host = (float*)host_alloc(Vp * sizeof(float), "logits");
     model->logits_staging = (bf16*)host_alloc(Vp * sizeof(bf16), "logits");
+    model->chunk_bucket = (int*)host_alloc((size_t)(model->layout.num_wte_units + 1) * sizeof(int), "encoder plan");
+    zero_reserve_kept_rows(&model->zero, BT, (int)C); // stages 2-3: the encoder's rows of wte's gradient
     model->num_buckets = 0;
     model->B = B;
     model->T = T;
@@ -239,14 +256,12 @@ static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t see
         exit(1);
     }
     attention_check_head_size(c->channels, c->num_heads);
-    // wte in one unit (Vp rows): this build's model code does not walk wte's vocab chunks yet.
-    param_layout_build_chunked(&model->layout, &model->config, world_size, ZERO_ALIGN, (size_t)model->config.padded_vocab_size);
+    param_layout_build(&model->layout, &model->config, world_size, ZERO_ALIGN);
     zero_init(&model->zero, &model->layout, rank, world_size);
     // One unit at a time, as the CPU trainer: initialized (the same on every rank: per-tensor
     // seeded streams) or read from the file, then handed to the engine, which keeps what this
     // rank's stage stores (fp32 master weights, bf16 parameters).
-    size_t unit_capacity = model->layout.units[UNIT_EMBEDDING].padded_numel;
-    if (zero_max_layer_unit_numel(&model->layout) > unit_capacity) unit_capacity = zero_max_layer_unit_numel(&model->layout);
+    size_t unit_capacity = zero_max_unit_numel(&model->layout);
     float* unit_buf = (float*)host_alloc(unit_capacity * sizeof(float), "parameter unit");
     for (int u = 0; u < model->layout.num_units; u++) {
         if (from_file) model_file_read_params(init, &model->layout, unit_buf, u);
@@ -269,7 +284,7 @@ static void gpt2_free(GPT2* model) {
     CUDA_CHECK(cudaFree(model->bucket_device));
     CUDA_CHECK(cudaFree(model->loss_sum_device));
     free(model->bucket_tokens); free(model->bucket_starts); free(model->bucket_positions); free(model->bucket_counts);
-    free(model->logits_host); free(model->logits_staging);
+    free(model->logits_host); free(model->logits_staging); free(model->chunk_bucket);
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -299,6 +314,13 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     if (targets != NULL && dloss_scale != 0.0f) { // the encoder backward's token grouping, on the host now
         model->num_buckets = encoder_backward_plan(model->bucket_tokens, model->bucket_starts, model->bucket_positions,
                                                    model->bucket_counts, inputs, BT, Vp);
+        // The plan's tokens ascend: each vocab chunk's are a run of buckets.
+        for (int k = 0, b = 0; k <= layout->num_wte_units; k++) {
+            int row0 = k < layout->num_wte_units ? (int)layout->tensors[wte_piece_index(layout, k)].row0 : Vp;
+            while (b < model->num_buckets && model->bucket_tokens[b] < row0) b++;
+            model->chunk_bucket[k] = b;
+        }
+        model->dloss_scale = dloss_scale;
         int* d = model->bucket_device;
         CUDA_CHECK(cudaMemcpyAsync(d, model->bucket_tokens, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, stream));
         CUDA_CHECK(cudaMemcpyAsync(d + BT, model->bucket_starts, (size_t)(BT + 1) * sizeof(int), cudaMemcpyHostToDevice, stream));
@@ -306,11 +328,17 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     }
 
     // Each unit: ask the engine for its parameters, and let it prefetch the next one meanwhile
-    // (ZeRO-3 all-gathers on the comm stream; a no-op at stages 0-2).
-    bf16* emb = zero_params_unit(z, UNIT_EMBEDDING);
-    zero_params_prefetch(z, UNIT_LAYER(0));
-    encoder_forward_cuda(a->encoded, model->inputs_device, emb, emb + wpe_offset, B, T, C, stream);
-    zero_params_unit_done(z, UNIT_EMBEDDING);
+    // (ZeRO-3 all-gathers on the comm stream; a no-op at stages 0-2). The encoder walks wte's
+    // vocab chunks; the first unit also holds wpe, whose T rows are copied aside for the others.
+    int K = layout->num_wte_units;
+    for (int k = 0; k < K; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        bf16* emb = zero_params_unit(z, wte_unit(layout, k));
+        zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_LAYER(0));
+        if (k == 0) CUDA_CHECK(cudaMemcpyAsync(a->wpe, emb + wpe_offset, (size_t)T * C * sizeof(bf16), cudaMemcpyDeviceToDevice, stream));
+        encoder_forward_chunk_cuda(a->encoded, model->inputs_device, emb, a->wpe, (int)piece->row0, (int)piece->shape[0], B, T, C, stream);
+        zero_params_unit_done(z, wte_unit(layout, k));
+    }
 
     for (int l = 0; l < L; l++) {
         LayerTensorsGPU p = layer_tensors_gpu(layout, l, zero_params_unit(z, UNIT_LAYER(l)));
@@ -331,27 +359,61 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     }
 
     bf16* final_unit = zero_params_unit(z, UNIT_FINAL(c));
-    zero_params_prefetch(z, UNIT_EMBEDDING); // for the LM head
+    zero_params_prefetch(z, wte_unit(layout, 0)); // for the LM head
     bf16* last_residual = a->residual3 + (size_t)(L - 1) * BT * C;
     layernorm_forward_cuda(a->lnf, a->lnf_mean, a->lnf_rstd, last_residual, final_unit, final_unit + C, BT, C, stream);
     zero_params_unit_done(z, UNIT_FINAL(c));
 
-    // LM head, tied to wte: the embedding unit is needed a second time (ZeRO-3 gathers it again).
-    bf16* wte = zero_params_unit(z, UNIT_EMBEDDING);
-    if (targets != NULL) {
-        matmul_forward_cuda(a->logits, a->lnf, wte, NULL, BT, C, Vp, stream);
-        fused_classifier_cuda(a->logits, a->losses, model->targets_device, BT, V, Vp, dloss_scale, stream);
-        losses_sum_cuda(model->loss_sum_device, a->losses, BT, loss_weight / BT, stream);
-    } else {
-        for (int b = 0; b < B; b++)
-            matmul_forward_cuda(a->logits + (size_t)b * Vp, a->lnf + ((size_t)b * T + T - 1) * C, wte, NULL, 1, C, Vp, stream);
-    }
-    // The LM head is the last op of forward and the first of backward: a forward that produced
-    // dlogits (dloss_scale != 0) is followed by backward, which keeps using wte (ZeRO-3 then
-    // gathers the embedding unit twice per micro-step, like every unit; as the CPU trainer).
+    // LM head, tied to wte, one vocab chunk at a time (ZeRO-3 gathers each chunk again): the
+    // chunk's logits (BT, rows) go into each row's online softmax statistics, so the (BT, Vp)
+    // logits never exist at once; backward recomputes them chunk by chunk.
     int backward_follows = targets != NULL && dloss_scale != 0.0f;
-    if (!backward_follows) zero_params_unit_done(z, UNIT_EMBEDDING);
+    if (targets != NULL) classifier_stats_init_cuda(a->row_max, a->row_sum, a->target_logit, BT, stream);
+    for (int k = 0; k < K; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        int row0 = (int)piece->row0, rows = (int)piece->shape[0];
+        bf16* wte = zero_params_unit(z, wte_unit(layout, k));
+        zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : backward_follows ? wte_unit(layout, 0) : -1);
+        if (targets != NULL) {
+            matmul_forward_cuda(a->logits, a->lnf, wte, NULL, BT, C, rows, stream);
+            classifier_forward_chunk_cuda(a->logits, a->row_max, a->row_sum, a->target_logit, model->targets_device, BT, row0,
+                                          rows, V, stream);
+        } else {
+            for (int b = 0; b < B; b++) { // sampling: each row's last position, into its row of logits_last
+                matmul_forward_cuda(a->logits + (size_t)b * rows, a->lnf + ((size_t)b * T + T - 1) * C, wte, NULL, 1, C, rows, stream);
+                CUDA_CHECK(cudaMemcpyAsync(a->logits_last + (size_t)b * Vp + row0, a->logits + (size_t)b * rows, (size_t)rows * sizeof(bf16),
+                                           cudaMemcpyDeviceToDevice, stream));
+            }
+        }
+        zero_params_unit_done(z, wte_unit(layout, k));
+    }
+    if (targets != NULL) {
+        classifier_losses_cuda(a->losses, a->row_max, a->row_sum, a->target_logit, BT, stream);
+        losses_sum_cuda(model->loss_sum_device, a->losses, BT, loss_weight / BT, stream);
+    }
 }
+
+#ifdef TESTING
+// The full logits (B,T,Vp) of the last forward's final LayerNorm output into host memory, chunk
+// by chunk (for tests; training never holds them). Every rank calls it (ZeRO-3 gathers).
+static void gpt2_full_logits(GPT2* model, float* out, int B, int T) {
+    const ParamLayout* layout = &model->layout;
+    int C = model->config.channels, Vp = model->config.padded_vocab_size, BT = B * T;
+    bf16* host = (bf16*)host_alloc((size_t)BT * model->wte_rows_max * sizeof(bf16), "test logits");
+    for (int k = 0; k < layout->num_wte_units; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        int rows = (int)piece->shape[0];
+        bf16* wte = zero_params_unit(&model->zero, wte_unit(layout, k));
+        matmul_forward_cuda(model->acts.logits, model->acts.lnf, wte, NULL, BT, C, rows, model->zero.compute);
+        zero_params_unit_done(&model->zero, wte_unit(layout, k));
+        zero_device_synchronize(&model->zero, "test logits");
+        CUDA_CHECK(cudaMemcpy(host, model->acts.logits, (size_t)BT * rows * sizeof(bf16), cudaMemcpyDeviceToHost));
+        for (int bt = 0; bt < BT; bt++)
+            for (int r = 0; r < rows; r++) out[(size_t)bt * Vp + piece->row0 + r] = __bfloat162float(host[(size_t)bt * rows + r]);
+    }
+    free(host);
+}
+#endif
 
 // The loss accumulated since the last call (mean over what was added), then reset. Host sync
 // (timed by the engine: a stuck collective ends in the -wt diagnosis, not a hang).
@@ -375,7 +437,7 @@ static float gpt2_take_loss(GPT2* model) {
  */
 static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
     const GPT2Config* c = &model->config;
-    int L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
+    int L = c->num_layers, C = c->channels, NH = c->num_heads;
     int BT = B * T;
     ActivationsGPU* a = &model->acts;
     BackwardScratchGPU* s = &model->scratch;
@@ -384,12 +446,26 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
     const ParamLayout* layout = &model->layout;
     size_t wpe_offset = layout->tensors[param_tensor_index(layout, P_WPE, -1)].unit_offset;
 
-    bf16* wte = zero_params_unit(z, UNIT_EMBEDDING); // ZeRO-3: still gathered by forward's LM head
-    zero_params_prefetch(z, UNIT_FINAL(c));
-    bf16* demb = zero_grads_unit(z, UNIT_EMBEDDING);
-    // LM head: dlnf = dlogits @ wte (written), dwte += dlogits^T @ lnf
-    matmul_backward_cuda(s->dln, demb, NULL, s->reduce, a->logits, a->lnf, wte, BT, C, Vp, 0, stream);
-    zero_params_unit_done(z, UNIT_EMBEDDING);
+    // LM head, one vocab chunk at a time: recompute the chunk's logits, turn them into dlogits
+    // with forward's softmax statistics, dlnf = (+=) dlogits wte_k and dwte_k += dlogits^T lnf.
+    // The engine reduces dwte_k's LM-head part at once except the rows of this micro-batch's
+    // tokens (the encoder plan's buckets of the chunk), which the encoder adds to at the end.
+    int K = layout->num_wte_units, V = c->vocab_size;
+    int* d = model->bucket_device;
+    for (int k = 0; k < K; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        int row0 = (int)piece->row0, rows = (int)piece->shape[0];
+        bf16* wte = zero_params_unit(z, wte_unit(layout, k));
+        zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_FINAL(c));
+        bf16* dwte = zero_grads_unit(z, wte_unit(layout, k));
+        matmul_forward_cuda(a->logits, a->lnf, wte, NULL, BT, C, rows, stream);
+        classifier_backward_chunk_cuda(a->logits, a->row_max, a->row_sum, model->targets_device, BT, row0, rows, V,
+                                       model->dloss_scale, stream);
+        matmul_backward_cuda(s->dln, dwte, NULL, s->reduce, a->logits, a->lnf, wte, BT, C, rows, k > 0, stream);
+        zero_params_unit_done(z, wte_unit(layout, k));
+        int first = model->chunk_bucket[k];
+        zero_grads_unit_partly_ready(z, wte_unit(layout, k), d + first, model->chunk_bucket[k + 1] - first, row0, C);
+    }
 
     bf16* final_unit = zero_params_unit(z, UNIT_FINAL(c));
     zero_params_prefetch(z, UNIT_LAYER(L - 1));
@@ -427,10 +503,17 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
         zero_grads_unit_ready(z, UNIT_LAYER(l), last_micro_step);
     }
 
-    // The embedding unit's gradient now has both parts of wte's (LM head above, embedding here).
-    int* d = model->bucket_device;
-    encoder_backward_cuda(demb, demb + wpe_offset, s->dresidual, d + BT, d, d + 2 * BT + 1, model->num_buckets, B, T, C, stream);
-    zero_grads_unit_ready(z, UNIT_EMBEDDING, last_micro_step);
+    // Encoder, chunk by chunk: each wte unit's gradient now gets its second part, wpe's with the
+    // first; then the unit's collective starts (both contributions of the tied weight are in).
+    for (int k = 0; k < K; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        bf16* demb = zero_grads_unit(z, wte_unit(layout, k));
+        if (k == 0) encoder_backward_wpe_cuda(demb + wpe_offset, s->dresidual, B, T, C, stream);
+        int first = model->chunk_bucket[k];
+        encoder_backward_chunk_cuda(demb, s->dresidual, d + BT, d, d + 2 * BT + 1, first, model->chunk_bucket[k + 1] - first,
+                                    (int)piece->row0, C, stream);
+        zero_grads_unit_ready(z, wte_unit(layout, k), last_micro_step);
+    }
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -462,7 +545,7 @@ static void gpt2_sample(GPT2* model, Tokenizer* tokenizer, int gen_tokens, uint6
     for (int t = 1; t < T; t++) {
         gpt2_forward(model, tokens, NULL, 1, t, 0.0f, 0.0f);
         zero_device_synchronize(&model->zero, "sampling logits");
-        CUDA_CHECK(cudaMemcpyAsync(model->logits_staging, model->acts.logits, (size_t)Vp * sizeof(bf16),
+        CUDA_CHECK(cudaMemcpyAsync(model->logits_staging, model->acts.logits_last, (size_t)Vp * sizeof(bf16),
                                    cudaMemcpyDeviceToHost, model->zero.compute));
         CUDA_CHECK(cudaStreamSynchronize(model->zero.compute));
         for (int i = 0; i < Vp; i++) model->logits_host[i] = __bfloat162float(model->logits_staging[i]);
@@ -575,7 +658,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   max_steps, args->learning_rate, start_step, psi,
                   z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working,
                   zero_state_bytes_formula_mixed(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_mixed_text[ZERO_STAGE],
-                  zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_formula_embedding_numel(&model->layout)),
+                  zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_embedding_numel(&model->layout)),
                   zero_elements_sent_formula_text[ZERO_STAGE], prop.name, ZERO_COMM_NAME,
                   noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns));
     fflush(stdout);

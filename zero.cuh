@@ -86,10 +86,6 @@
 #error "ZERO_STAGE must be 0, 1, 2 or 3"
 #endif
 
-// The GPU build's model code still uses the embedding as one unit (wte in one piece, one
-// embedding-sized working unit, its gradient reduced once); the CPU build walks wte's vocab chunks.
-#define ZERO_WHOLE_EMBEDDING_UNIT ZERO_GPU_BUILD
-
 // Per-rank slices are multiples of this many elements (256 bytes of fp32), so every shard
 // starts aligned for SIMD on the CPU and for vectorized bf16 loads on the GPU.
 #define ZERO_ALIGN 64

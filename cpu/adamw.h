@@ -97,7 +97,10 @@ __attribute__((target("avx512f"))) static void adamw_block_avx512(float* p, cons
         __m512 vi = _mm512_fmadd_ps(beta2, _mm512_loadu_ps(v + i), _mm512_mul_ps(_mm512_mul_ps(omb2, gi), gi));
         _mm512_storeu_ps(m + i, mi);
         _mm512_storeu_ps(v + i, vi);
-        __m512 denom = _mm512_add_ps(_mm512_sqrt_ps(_mm512_div_ps(vi, bias2)), eps);
+        __m512 vhat = _mm512_div_ps(vi, bias2);
+        // sqrt on all 16 lanes; the masked form (its pass-through operand defined) rather than
+        // _mm512_sqrt_ps, whose undefined operand GCC 12 flags under -Werror=maybe-uninitialized
+        __m512 denom = _mm512_add_ps(_mm512_mask_sqrt_ps(vhat, (__mmask16)0xFFFF, vhat), eps);
         __m512 pi = _mm512_loadu_ps(p + i);
         __m512 update = _mm512_fmadd_ps(wd, pi, _mm512_div_ps(_mm512_div_ps(mi, bias1), denom));
         _mm512_storeu_ps(p + i, _mm512_fnmadd_ps(lr, update, pi));

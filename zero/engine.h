@@ -126,8 +126,12 @@ typedef struct {
     // they start in the arena (kept_ids: row inside the unit; kept_data: kept_row_len floats each).
     int* kept_count;
     size_t* kept_first;
-    int* kept_ids;
-    float* kept_data;
+    int* kept_ids;         // CPU engine: the rows' indices inside the unit
+    ZeroFloat* kept_data;
+#if ZERO_GPU_BUILD
+    const int** kept_tokens; // GPU engine: per unit, the device list of the rows' tokens (the model's encoder plan) ...
+    int* kept_row0;          // ... and the unit's first wte row (row = token - row0)
+#endif
     size_t kept_used, kept_capacity; // rows
     int kept_row_len, kept_pending;  // elements per row; units with rows set aside
 #if ZERO_GPU_BUILD

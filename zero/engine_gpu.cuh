@@ -50,6 +50,7 @@
 #include "kernels/adamw.cuh"
 #include "kernels/global_norm.cuh"
 #include "kernels/residual.cuh"
+#include "kernels/rows.cuh"
 
 // ============================================================================================
 // Set-up
@@ -112,10 +113,9 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
         z->param_ops = (ZeroOp*)zero_calloc((size_t)n, sizeof(ZeroOp), "parameter collectives");
         for (int u = 0; u < n; u++) zero_op_init(&z->param_ops[u]);
     }
-    size_t layer_n = zero_max_layer_unit_numel(layout);
-    size_t emb_n = layout->units[UNIT_EMBEDDING].padded_numel;
+    size_t unit_n = zero_max_unit_numel(layout); // every working unit: the largest unit (wte is chunked)
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
-        size_t cap = i == 0 ? emb_n : layer_n;
+        size_t cap = unit_n;
         ZeroWorkingUnit* units[2] = {&z->param_work[i], &z->grad_work[i]};
         for (int k = 0; k < 2; k++) {
             zero_op_init(&units[k]->op);
@@ -132,6 +132,10 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
         }
     }
     z->bytes_working = zero_working_numel(layout, ZERO_STAGE) * sizeof(bf16);
+    z->kept_count = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row counts");
+    z->kept_first = (size_t*)zero_calloc((size_t)n, sizeof(size_t), "kept-row offsets");
+    z->kept_tokens = (const int**)zero_calloc((size_t)n, sizeof(int*), "kept-row tokens");
+    z->kept_row0 = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row offsets");
     CUDA_CHECK(cudaEventCreateWithFlags(&z->compute_mark, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&z->comm_mark, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&z->host_mark, cudaEventDisableTiming));
@@ -201,6 +205,8 @@ static void zero_free(ZeroEngine* z) {
     CUDA_CHECK(cudaFree(z->norm_device)); CUDA_CHECK(cudaFree(z->norm_scratch));
     CUDA_CHECK(cudaFreeHost(z->norm_host));
     free(z->host_float); free(z->host_bf16);
+    free(z->kept_count); free(z->kept_first); free(z->kept_tokens); free(z->kept_row0);
+    CUDA_CHECK(cudaFree(z->kept_data));
     CUDA_CHECK(cudaStreamDestroy(z->compute));
     CUDA_CHECK(cudaStreamDestroy(z->comm));
 }
@@ -275,10 +281,25 @@ static void zero_params_unit_done(ZeroEngine* z, int unit) {
 }
 
 /*
+ * Stages 2, 3: room on the device for the rows of wte's gradient zero_grads_unit_partly_ready sets
+ * aside: at most one row per token of a micro-batch (B*T rows of row_len = C), counted in the
+ * working bytes. The model calls it once, at build.
+ */
+static void zero_reserve_kept_rows(ZeroEngine* z, size_t max_rows, int row_len) {
+    if (ZERO_STAGE < 2) return;
+    z->kept_data = (bf16*)zero_device_calloc(max_rows * (size_t)row_len, sizeof(bf16), "kept wte gradient rows");
+    z->kept_capacity = max_rows;
+    z->kept_row_len = row_len;
+    z->bytes_working += max_rows * (size_t)row_len * sizeof(bf16);
+}
+
+/*
  * The bf16 buffer backward accumulates the unit's gradients into (padded_numel elements); called
- * once per unit per backward. Stages 0, 1: the unit in the full gradient buffer (accumulating
- * over micro-steps). Stages 2, 3: a working unit zeroed on the compute stream; when none is free,
- * the oldest unit's reduce-scatter is finished first (the compute stream waits for it).
+ * once per unit per backward, twice for a wte unit (LM head, then encoder). Stages 0, 1: the unit
+ * in the full gradient buffer (accumulating over micro-steps and both uses). Stages 2, 3: a
+ * working unit zeroed on the compute stream, into which the rows zero_grads_unit_partly_ready set
+ * aside go back; when none is free, the oldest unit's reduce-scatter is finished first (the
+ * compute stream waits for it).
  */
 static bf16* zero_grads_unit(ZeroEngine* z, int unit) {
     zero_device_progress(z);
@@ -286,9 +307,60 @@ static bf16* zero_grads_unit(ZeroEngine* z, int unit) {
         ZeroWorkingUnit* w = zero_grad_work_acquire(z, unit); // the policy shared with the CPU engine
         // A free working unit was finished (compute waited for its last reduce-scatter): zero it.
         CUDA_CHECK(cudaMemsetAsync(w->data, 0, z->layout->units[unit].padded_numel * sizeof(bf16), z->compute));
+        int count = z->kept_count[unit];
+        if (count > 0) {
+            rows_put_cuda(w->data, z->kept_data + z->kept_first[unit] * (size_t)z->kept_row_len, z->kept_tokens[unit],
+                          z->kept_row0[unit], count, z->kept_row_len, z->compute);
+            z->kept_count[unit] = 0;
+            z->kept_pending--;
+        }
         return w->data;
     }
     return z->grads + z->layout->units[unit].offset;
+}
+
+// Stages 2, 3: the unit's working unit is ready (on the compute stream) for its reduce-scatter:
+// the GNS meter's local norm first, then in place on the comm stream, padded_numel elements in,
+// this rank's shard_numel reduced slice out at w->data + rank*shard_numel, added into the
+// shard (bf16) on the same stream: shard += this micro-step's reduced slice.
+static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
+    const ParamUnit* u = &z->layout->units[unit];
+    if (z->measure_local_grad_norm) norm_squared_cuda(z->norm_device + 1, z->norm_scratch, w->data, u->padded_numel, 1, z->compute);
+    zero_stream_after(z->comm, z->compute, z->compute_mark);
+    zero_device_collective(z, &w->op, ZERO_OP_REDUCE_SCATTER, NULL, w->data, u->padded_numel, unit, "gradients");
+    bf16* shard = zero_owned(z, z->grads, ZERO_BUF_GRADS, unit);
+    residual_forward_cuda(shard, shard, w->data + (size_t)z->rank * u->shard_numel, u->shard_numel, z->comm);
+    CUDA_CHECK(cudaEventRecord(w->op.done, z->comm)); // done = reduced and added
+}
+
+/*
+ * The tied wte, backward's first use of one of its units done (the LM head's dwte_k): the
+ * encoder adds to `count` rows of it later in this micro-step, the tokens tokens_device[0..count)
+ * (ascending, device; row = token - row0, row_len elements each), which must stay valid until
+ * then (the model's encoder plan). Stages 2, 3 move those rows aside (compute stream), then
+ * reduce-scatter the rest of the unit now; zero_grads_unit puts them back into the unit's second
+ * working unit. The CPU engine's function of the same name, on streams. Stages 0, 1: nothing.
+ */
+static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* tokens_device, int count, int row0, int row_len) {
+    if (ZERO_STAGE < 2) return;
+    ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
+    if (w == NULL || row_len != z->kept_row_len || z->kept_count[unit] != 0) {
+        fprintf(stderr, "error: internal: unit %d marked partly ready without a gradient working unit, rows of %d, or twice\n", unit, row_len);
+        zero_abort_all_ranks(1);
+    }
+    if (z->kept_pending == 0) z->kept_used = 0; // every set-aside row went back: the arena is free
+    if (z->kept_used + (size_t)count > z->kept_capacity) {
+        fprintf(stderr, "error: internal: %zu kept wte rows exceed the %zu reserved (zero_reserve_kept_rows)\n", z->kept_used + count, z->kept_capacity);
+        zero_abort_all_ranks(1);
+    }
+    z->kept_first[unit] = z->kept_used;
+    z->kept_tokens[unit] = tokens_device;
+    z->kept_row0[unit] = row0;
+    rows_take_cuda(z->kept_data + z->kept_used * (size_t)row_len, w->data, tokens_device, row0, count, row_len, z->compute);
+    z->kept_used += (size_t)count;
+    if (count > 0) { z->kept_count[unit] = count; z->kept_pending++; }
+    zero_grad_work_reduce(z, w, unit);
+    zero_device_progress(z);
 }
 
 /*
@@ -300,21 +372,22 @@ static bf16* zero_grads_unit(ZeroEngine* z, int unit) {
  */
 static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) {
     const ParamUnit* u = &z->layout->units[unit];
-    if (z->measure_local_grad_norm) {
+    if (z->measure_local_grad_norm && ZERO_STAGE < 2) {
         // GNS small batch (zero_gns_local_grads, shared with the CPU engine). A kernel on the
         // compute stream, behind backward's kernels for the unit and ahead of the event the
         // collective waits for, adds its squared norm (padded_numel bf16 elements, fp32 sum)
-        // into norm_device[1]; no host wait.
+        // into norm_device[1]; no host wait. (Stages 2, 3: in zero_grad_work_reduce.)
         const bf16* local = zero_gns_local_grads(z, unit);
         if (local) norm_squared_cuda(z->norm_device + 1, z->norm_scratch, local, u->padded_numel, 1, z->compute);
     }
     if (ZERO_STAGE <= 1 && !last_micro_step) { zero_device_progress(z); return; }
-    zero_stream_after(z->comm, z->compute, z->compute_mark);
     if (ZERO_STAGE == 0) {
+        zero_stream_after(z->comm, z->compute, z->compute_mark);
         // All-reduce: padded_numel elements of this unit's gradients, in place in the full buffer.
         zero_device_collective(z, &z->grad_ops[unit], ZERO_OP_ALL_REDUCE, NULL, z->grads + u->offset, u->padded_numel,
                                unit, "gradients");
     } else if (ZERO_STAGE == 1) {
+        zero_stream_after(z->comm, z->compute, z->compute_mark);
         // Reduce-scatter in place: the unit's padded_numel gradients in, this rank's reduced
         // shard_numel slice out at its own place in the unit (where AdamW reads it).
         zero_device_collective(z, &z->grad_ops[unit], ZERO_OP_REDUCE_SCATTER, NULL, z->grads + u->offset, u->padded_numel,
@@ -325,13 +398,7 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
             fprintf(stderr, "error: internal: unit %d marked ready without a gradient working unit\n", unit);
             zero_abort_all_ranks(1);
         }
-        // Reduce-scatter in place on the working unit: padded_numel elements in, this rank's
-        // shard_numel reduced slice out at w->data + rank*shard_numel, then added into the
-        // shard (bf16) on the same stream: shard += this micro-step's reduced slice.
-        zero_device_collective(z, &w->op, ZERO_OP_REDUCE_SCATTER, NULL, w->data, u->padded_numel, unit, "gradients");
-        bf16* shard = zero_owned(z, z->grads, ZERO_BUF_GRADS, unit);
-        residual_forward_cuda(shard, shard, w->data + (size_t)z->rank * u->shard_numel, u->shard_numel, z->comm);
-        CUDA_CHECK(cudaEventRecord(w->op.done, z->comm)); // done = reduced and added
+        zero_grad_work_reduce(z, w, unit);
     }
     zero_device_progress(z);
 }
@@ -411,7 +478,8 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
     float clip_coef = opt->grad_clip > 0.0f ? opt->grad_clip / (norm + 1e-6f) : 1.0f;
     float grad_scale = (clip_coef < 1.0f ? clip_coef : 1.0f) * (float)inv_world;
     uint32_t seed = (uint32_t)splitmix64((uint64_t)t);
-    for (int unit = 0; unit < layout->num_units; unit++) {
+    for (int i = 0; i < layout->num_units; i++) { // in use order: the next forward's first units first
+        int unit = zero_unit_in_use_order(layout, i);
         const ParamUnit* u = &layout->units[unit];
         size_t begin, end;
         zero_update_range(z, unit, &begin, &end);
@@ -421,8 +489,8 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
         float* w = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset + begin;
         float* m = ZERO_STAGE >= 1 ? zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit) : z->m + u->offset + begin;
         float* v = ZERO_STAGE >= 1 ? zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit) : z->v + u->offset + begin;
-        for (int i = 0; i < u->num_tensors; i++) {
-            const ParamTensor* pt = &layout->tensors[u->first_tensor + i];
+        for (int ti = 0; ti < u->num_tensors; ti++) {
+            const ParamTensor* pt = &layout->tensors[u->first_tensor + ti];
             size_t first;
             size_t len = zero_tensor_overlap(pt, begin, end, &first);
             if (len == 0) continue;

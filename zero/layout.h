@@ -68,14 +68,6 @@ static inline size_t zero_tensor_overlap(const ParamTensor* t, size_t begin, siz
     return hi > lo ? hi - lo : 0;
 }
 
-// Largest padded unit other than the embedding: the size of a layer working buffer.
-static inline size_t zero_max_layer_unit_numel(const ParamLayout* layout) {
-    size_t n = 0;
-    for (int u = 1; u < layout->num_units; u++)
-        if (layout->units[u].padded_numel > n) n = layout->units[u].padded_numel;
-    return n;
-}
-
 // Largest padded unit of all (wte's vocab chunks included): the size of every working buffer
 // once wte is chunked (common/gpt2_config.h keeps a chunk about a layer unit's size).
 static inline size_t zero_max_unit_numel(const ParamLayout* layout) {
@@ -103,22 +95,15 @@ static inline int zero_unit_in_use_order(const ParamLayout* layout, int i) {
     return i < K ? wte_unit(layout, i) : i - K + 1;
 }
 
-// E as the formulas count it: 0 where the embedding is still one unit reduced once (ZERO_WHOLE_EMBEDDING_UNIT).
-static inline size_t zero_formula_embedding_numel(const ParamLayout* layout) {
-    return ZERO_WHOLE_EMBEDDING_UNIT ? 0 : zero_embedding_numel(layout);
-}
-
 /*
  * Working buffers a stage allocates, in elements. Stage 2 keeps gradient working units for
  * backward, stage 3 the same for gathered parameters too: three of the largest unit's size, so
  * one unit's collective overlaps the next unit's compute with one to spare. Stages 0 and 1 work
- * in their full buffers. (ZERO_WHOLE_EMBEDDING_UNIT, the GPU build until its model code walks
- * wte's chunks: one set is an embedding-sized unit [0] plus two layer-sized ones.)
+ * in their full buffers.
  */
 #define ZERO_WORKING_UNITS 3
 static inline size_t zero_working_numel(const ParamLayout* layout, int stage) {
-    size_t one_set = ZERO_WHOLE_EMBEDDING_UNIT ? layout->units[UNIT_EMBEDDING].padded_numel + 2 * zero_max_layer_unit_numel(layout)
-                                               : ZERO_WORKING_UNITS * zero_max_unit_numel(layout);
+    size_t one_set = ZERO_WORKING_UNITS * zero_max_unit_numel(layout);
     if (stage == 2) return one_set;
     if (stage == 3) return 2 * one_set;
     return 0;

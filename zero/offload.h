@@ -161,6 +161,8 @@ static size_t zero_offload_staging_bytes(const ZeroEngine* z) {
     return ZERO_OFFLOAD_SLOTS * o->slot_bytes + 2 * o->bounce_bytes;
 }
 
+static void zero_ranks_stop(void); // zero/comm_mpi.h (CPU build) or zero/comm_gpu.cuh (GPU build)
+
 // Every rank reports whether its part of the set-up worked; one failing rank stops all, with its line.
 static void zero_offload_agree(ZeroEngine* z, int ok, const char* err) {
     int bad = zero_first_failing_rank(z, ok);

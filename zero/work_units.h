@@ -34,12 +34,11 @@ static ZeroWorkingUnit* zero_work_find(ZeroWorkingUnit* work, int unit) {
     return NULL;
 }
 
-// The working units `unit` may use: any (all are of the largest unit's size), or with
-// ZERO_WHOLE_EMBEDDING_UNIT [0] for the embedding unit and the others for the rest.
+// The working units `unit` may use: any (all are of the largest unit's size, wte being chunked).
 static void zero_work_slots(int unit, int* first, int* last) {
+    (void)unit;
     *first = 0;
     *last = ZERO_WORKING_UNITS - 1;
-    if (ZERO_WHOLE_EMBEDDING_UNIT) { *first = unit == UNIT_EMBEDDING ? 0 : 1; if (unit == UNIT_EMBEDDING) *last = 0; }
 }
 
 // A free working unit for `unit`, or NULL if none is free.
