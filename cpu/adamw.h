@@ -154,4 +154,53 @@ static void adamw_update(float* params, const float* grads, float* m, float* v, 
     (void)path;
 }
 
+/*
+ * The GPU build's AdamW on the host (ZeRO-Offload, -zo cpu|nvme; zero/offload_gpu.cuh): the
+ * operations of kernels/adamw.cuh's adamw_kernel, fp32 master weights and Adam m, v, the
+ * gradient and the parameters bf16 (passed as their 16-bit patterns), the parameters rounded
+ * stochastically with the same bits the kernel draws (a hash of the step's seed and the flat
+ * index), so an element is updated as the device would update it. OpenMP over contiguous blocks.
+ */
+static inline uint32_t adamw_hash_u32(uint32_t x) { // kernels' hash_u32 (common/cuda_utils.cuh)
+    x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> 16;
+    return x;
+}
+
+// bf16 bits of w as adamw_round_param(w, seed, index) makes them (stochastic rounding).
+static inline uint16_t adamw_round_param_host(float w, uint32_t seed, size_t index) {
+    uint32_t bits;
+    memcpy(&bits, &w, 4);
+    if ((bits & 0x7f800000u) == 0x7f800000u) // Inf keeps its bits; NaN stays a (quiet) NaN
+        return (uint16_t)((bits & 0x007fffffu) ? ((bits >> 16) | 0x0040u) : (bits >> 16));
+    uint32_t random_bits = adamw_hash_u32(((uint32_t)index * 0x9e3779b9u) ^ adamw_hash_u32(seed));
+    bits += random_bits & 0xffffu;
+    return (uint16_t)(bits >> 16);
+}
+
+static inline float adamw_bf16_to_float(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void adamw_update_mixed(uint16_t* params, float* master, const uint16_t* grads, float* m, float* v, size_t n, float lr,
+                               float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
+                               uint32_t seed, size_t index_base) {
+    float bias1 = 1.0f - powf(beta1, (float)t), bias2 = 1.0f - powf(beta2, (float)t);
+    #pragma omp parallel for schedule(static) if (n > ADAMW_BLOCK)
+    for (size_t i = 0; i < n; i++) {
+        float g = adamw_bf16_to_float(grads[i]) * grad_scale;
+        float mi = beta1 * m[i] + (1.0f - beta1) * g;
+        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        float mhat = mi / bias1, vhat = vi / bias2;
+        float w = master[i];
+        w -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * w);
+        master[i] = w;
+        params[i] = adamw_round_param_host(w, seed, index_base + i);
+    }
+}
+
 #endif
