@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
     printf("test_gpt2cu: ZeRO stage %d, reference B=%d T=%d V=%d L=%d C=%d\n", ZERO_STAGE, B, T, V, ref.L, ref.C);
     matmul_init();
     GPT2 model;
-    gpt2_build(&model, model_path, B, T, 0, rank, world_size);
+    gpt2_build(&model, model_path, B, T, 0, rank, world_size, NULL);
     const ParamLayout* layout = &model.layout;
     if (layout->num_parameters != ref.num_parameters) {
         printf("FAIL parameter_count: model %zu, reference %zu\n", layout->num_parameters, ref.num_parameters);

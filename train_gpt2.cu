@@ -235,7 +235,8 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
  * activations on this rank's GPU. Parameters are initialized (or read) on the host, fp32, exactly
  * as the CPU build does, then handed to the engine (fp32 master, bf16 params).
  */
-static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t seed, int rank, int world_size) {
+static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t seed, int rank, int world_size,
+                       const ZeroOffloadArgs* offload) {
     int from_file = gpt2_config_from_descriptor(init, &model->config) != 0;
     if (from_file) {
         if (init[0] == 'd' && init[1] >= '0' && init[1] <= '9' && strchr(init, '.') == NULL && strchr(init, '/') == NULL) {
@@ -257,7 +258,7 @@ static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t see
     }
     attention_check_head_size(c->channels, c->num_heads);
     param_layout_build(&model->layout, &model->config, world_size, ZERO_ALIGN);
-    zero_init(&model->zero, &model->layout, rank, world_size);
+    zero_init_placed(&model->zero, &model->layout, rank, world_size, offload); // offload NULL: all on the device
     // One unit at a time, as the CPU trainer: initialized (the same on every rank: per-tensor
     // seeded streams) or read from the file, then handed to the engine, which keeps what this
     // rank's stage stores (fp32 master weights, bf16 parameters).
@@ -645,14 +646,14 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     printf("train: %zu tokens | val: %s\n", train_loader->num_tokens_total, do_val ? args->val_pattern : "off");
     noise_scale_print_setup(gns);
     if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, init);
-    char init_text[8192], gns_fields[256];
-    logger_record(logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
+    char init_text[8192], gns_fields[256], offload_fields[512];
+    logger_record(logger, "config", "\"init\":\"%s\",\"wte_units\":%d,\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
                   "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
                   "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,"
                   "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
-                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\",\"device\":\"%s\",\"collectives\":\"%s\",%s",
-                  json_escape(init_text, sizeof(init_text), args->init), cfg->num_layers, cfg->channels, cfg->num_heads,
+                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\",\"device\":\"%s\",\"collectives\":\"%s\",%s%s",
+                  json_escape(init_text, sizeof(init_text), args->init), model->layout.num_wte_units, cfg->num_layers, cfg->channels, cfg->num_heads,
                   cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
                   max_steps, args->learning_rate, start_step, psi,
@@ -660,6 +661,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   zero_state_bytes_formula_mixed(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_mixed_text[ZERO_STAGE],
                   zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_embedding_numel(&model->layout)),
                   zero_elements_sent_formula_text[ZERO_STAGE], prop.name, ZERO_COMM_NAME,
+                  zero_offload_config_fields(z, grad_accum_steps, offload_fields, sizeof(offload_fields)),
                   noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns));
     fflush(stdout);
 }
@@ -680,9 +682,9 @@ int main(int argc, char** argv) {
 
     matmul_init();
     GPT2 model;
-    if (run.offload.optimizer != ZERO_PLACE_NONE || run.offload.params != ZERO_PLACE_NONE)
-        train_run_fail(&run, "error: -zo/-zp: offload is not in the GPU build yet; expected -zo none -zp none");
-    gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size);
+    char offload_err[512];
+    if (zero_offload_gpu_check_args(&run.offload, offload_err, sizeof(offload_err)) != 0) train_run_fail(&run, "%s", offload_err);
+    gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size, &run.offload);
     ZeroEngine* z = &model.zero;
     z->timeout_s = args.collective_timeout_s;
     GNSMeter saved_gns; // the meter's EMAs from the checkpoint (none: steps 0)
@@ -769,20 +771,21 @@ int main(int argc, char** argv) {
         char eta[32];
         format_eta(eta, sizeof(eta), mean_step * (max_steps - step - 1));
         if (rank == 0) {
-            char gns_text[32];
+            char gns_text[32], offload_text[256];
             printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | gns %s | %.1f ms | comm wait %.1f ms | sent %lld | "
-                   "%.0f tok/s | MFU %.1f%% | eta %s\n", step + 1, max_steps, train_loss, lr, grad_norm,
+                   "%.0f tok/s | MFU %.1f%% | eta %s%s\n", step + 1, max_steps, train_loss, lr, grad_norm,
                    noise_scale_text(&gns, gns_text, sizeof(gns_text)), seconds * 1000.0, comm_wait_ms, sent, tokens_per_s,
-                   100.0 * mfu, eta);
+                   100.0 * mfu, eta, zero_offload_step_text(z, offload_text, sizeof(offload_text)));
             fflush(stdout);
         }
-        char loss_text[32], norm_text[32], gns_fields[256];
+        char loss_text[32], norm_text[32], gns_fields[256], offload_fields[256];
         logger_record(&logger, "train", "\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.3f,"
                       "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,"
-                      "\"sent_elements\":%lld,\"mfu\":%.4f,%s",
+                      "\"sent_elements\":%lld,\"mfu\":%.4f%s,%s",
                       step + 1, json_number(loss_text, sizeof(loss_text), train_loss), lr,
                       json_number(norm_text, sizeof(norm_text), grad_norm), seconds * 1000.0, tokens_per_s, tokens_seen,
-                      total_batch_tokens, comm_wait_ms, sent, mfu, noise_scale_train_fields(gns_fields, sizeof(gns_fields), &gns));
+                      total_batch_tokens, comm_wait_ms, sent, mfu, zero_offload_step_fields(z, offload_fields, sizeof(offload_fields)),
+                      noise_scale_train_fields(gns_fields, sizeof(gns_fields), &gns));
         if (!isfinite(train_loss) || !isfinite(grad_norm)) {
             // Every rank sees the same (all-reduced) values, so every rank stops here.
             if (rank == 0)

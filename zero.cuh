@@ -14,6 +14,7 @@
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
  *   zero/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
+ *   zero/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
  *   zero/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
  *   zero/checkpoint.h   checkpoint save and resume over either engine
  *
@@ -112,6 +113,7 @@ typedef float ZeroFloat;
 #include "zero/accounting.h"
 #if ZERO_GPU_BUILD
 #include "zero/comm_gpu.cuh"
+#include "zero/offload_gpu.cuh"
 #include "zero/engine_gpu.cuh"
 #endif
 #include "zero/checkpoint.h"

@@ -153,6 +153,14 @@ typedef struct {
 #if !ZERO_COMM_MPI
     ncclComm_t nccl;                   // NULL with one rank
 #endif
+    // ZeRO-Offload on the GPU (zero/offload_gpu.cuh): the host's side of the state, by shard layout.
+    float *host_master, *host_m, *host_v; // -zo cpu: this rank's optimizer shard, pinned
+    bf16* host_grads;                  // -zo cpu|nvme: the reduced gradient shard, copied down as each unit's collective ends
+    bf16* host_params;                 // -zo cpu|nvme: the updated parameter shard on its way up; -zp cpu: where the shard lives
+    cudaStream_t copy;                 // the offload's host<->device copies
+    cudaEvent_t *grads_down, *params_up; // per unit: the gradient slice is on the host / the parameters are back up
+    long long d2h_bytes_step, h2d_bytes_step; // this step's copies (bytes)
+    double copy_wait_s_step;           // host time waiting for a gradient copy (exposed)
 #endif
     ZeroOffload offload;               // -zo, -zp (zero/offload.h)
     // Accounting

@@ -473,7 +473,9 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
             zero_offload_piece_range(z, unit, k, &lo, &hi);
             if (ZERO_STAGE == 0) hi = end - begin; // (stage 0 has no offload: one piece, the whole unit)
             float *p = p0 ? p0 + lo : NULL, *g = g0 + lo, *m = m0 ? m0 + lo : NULL, *v = v0 ? v0 + lo : NULL;
-            zero_offload_piece_begin(z, unit, k, &p, &m, &v); // nvme: the staged copies, read and checked
+            void* region[ZERO_NUM_REGIONS] = {p, NULL, m, v};
+            zero_offload_piece_begin(z, unit, k, region); // nvme: the staged copies, read and checked
+            p = (float*)region[ZERO_REGION_PARAMS], m = (float*)region[ZERO_REGION_M], v = (float*)region[ZERO_REGION_V];
             for (int ti = 0; ti < u->num_tensors; ti++) {
                 const ParamTensor* pt = &layout->tensors[u->first_tensor + ti];
                 size_t first;

@@ -81,7 +81,7 @@ static void zero_op_init(ZeroOp* op) {
  * communicator: rank 0 makes the unique id and MPI carries it to every rank (NCCL docs,
  * "Creating a communicator with options" / ncclCommInitRank). Every rank calls it.
  */
-static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size) {
+static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size, const ZeroOffloadArgs* offload) {
     memset(z, 0, sizeof(*z));
     if (layout->world_size != world_size) {
         fprintf(stderr, "error: internal: layout padded for %d ranks used with %d\n", layout->world_size, world_size);
@@ -96,11 +96,15 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
     size_t params_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_PARAMS, 1);
     size_t grads_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_GRADS, 1);
     size_t state_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_ADAM_M, 1); // master, m, v alike
-    z->params = (bf16*)zero_device_calloc(params_n, sizeof(bf16), "parameters (bf16)");
+    zero_offload_setup(z, offload); // -zo/-zp (zero/offload.h): what is off the device is not allocated here
+    int host_optimizer = zero_offload_gpu_host_optimizer(z), params_off = zero_offload_gpu_params_off(z);
+    if (!params_off) z->params = (bf16*)zero_device_calloc(params_n, sizeof(bf16), "parameters (bf16)");
     z->grads = (bf16*)zero_device_calloc(grads_n, sizeof(bf16), "gradients (bf16)");
-    z->master = (float*)zero_device_calloc(zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_MASTER, 1), sizeof(float), "master weights");
-    z->m = (float*)zero_device_calloc(state_n, sizeof(float), "Adam m");
-    z->v = (float*)zero_device_calloc(state_n, sizeof(float), "Adam v");
+    if (!host_optimizer) {
+        z->master = (float*)zero_device_calloc(zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_MASTER, 1), sizeof(float), "master weights");
+        z->m = (float*)zero_device_calloc(state_n, sizeof(float), "Adam m");
+        z->v = (float*)zero_device_calloc(state_n, sizeof(float), "Adam v");
+    }
     z->bytes_params = params_n * sizeof(bf16);
     z->bytes_grads = grads_n * sizeof(bf16);
     z->bytes_optimizer = 3 * state_n * sizeof(float);
@@ -167,6 +171,12 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
     }
 #endif
     zero_active_engine = z;
+    zero_offload_gpu_init(z);
+    zero_offload_open(z); // NVMe: the file, preallocated; every rank
+}
+
+static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size) {
+    zero_init_placed(z, layout, rank, world_size, NULL);
 }
 
 // Every collective and kernel still queued has finished (timed): before freeing or reading back.
@@ -176,6 +186,8 @@ static void zero_wait_all(ZeroEngine* z) {
 
 static void zero_free(ZeroEngine* z) {
     zero_wait_all(z);
+    zero_offload_gpu_free(z);
+    zero_offload_free(z);
 #if !ZERO_COMM_MPI
     if (z->nccl != NULL) NCCL_CHECK(ncclCommDestroy(z->nccl));
     z->nccl = NULL;
@@ -234,6 +246,12 @@ static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
     const ParamUnit* u = &z->layout->units[unit];
     // The gather overwrites the working unit: after the compute stream's last read of it.
     CUDA_CHECK(cudaStreamWaitEvent(z->comm, w->released, 0));
+    if (zero_offload_gpu_params_off(z)) { // -zp: the slice comes up from the host into its place first
+        zero_offload_gpu_params_up(z, unit, w->data + (size_t)z->rank * u->shard_numel);
+        zero_device_collective(z, &w->op, ZERO_OP_ALL_GATHER, NULL, w->data, u->padded_numel, unit, "parameters");
+        return w;
+    }
+    if (zero_offload_gpu_host_optimizer(z)) CUDA_CHECK(cudaStreamWaitEvent(z->comm, z->params_up[unit], 0)); // -zo: the update is up
     // All-gather: shard_numel elements from each rank's parameter shard into the working unit
     // (padded_numel elements), so every rank holds the whole unit until zero_params_unit_done.
     zero_device_collective(z, &w->op, ZERO_OP_ALL_GATHER, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit), w->data,
@@ -400,6 +418,13 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
         }
         zero_grad_work_reduce(z, w, unit);
     }
+    // -zo cpu|nvme: the reduced slice goes down to the host as soon as its reduction is done.
+    if (last_micro_step && ZERO_STAGE == 1)
+        zero_offload_gpu_grads_down(z, unit, z->grads + u->offset + (size_t)z->rank * u->shard_numel, z->grad_ops[unit].done);
+    if (last_micro_step && ZERO_STAGE >= 2) {
+        ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
+        zero_offload_gpu_grads_down(z, unit, zero_owned(z, z->grads, ZERO_BUF_GRADS, unit), w->op.done);
+    }
     zero_device_progress(z);
 }
 
@@ -417,6 +442,11 @@ static void zero_step_begin(ZeroEngine* z, int step) {
     z->comm_wait_s_step = 0.0;
     z->stall_count = 0; // waits timed outside a step (evaluation, sampling) are not this step's
     z->local_grad_norm_sq = 0.0;
+    z->d2h_bytes_step = z->h2d_bytes_step = 0;
+    z->copy_wait_s_step = 0.0;
+    z->offload.io_wait_s_step = 0.0;
+    z->offload.read_at_step = zero_offload_bytes_read(z);
+    z->offload.written_at_step = zero_offload_bytes_written(z);
     CUDA_CHECK(cudaMemsetAsync(z->norm_device + 1, 0, sizeof(float), z->compute)); // the GNS local norm's sum
     zero_grads_zero(z);
 }
@@ -478,6 +508,23 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
     float clip_coef = opt->grad_clip > 0.0f ? opt->grad_clip / (norm + 1e-6f) : 1.0f;
     float grad_scale = (clip_coef < 1.0f ? clip_coef : 1.0f) * (float)inv_world;
     uint32_t seed = (uint32_t)splitmix64((uint64_t)t);
+    if (zero_offload_gpu_host_optimizer(z)) { // -zo cpu|nvme: AdamW on the host, unit by unit (zero/offload_gpu.cuh)
+        for (int i = 0; i < layout->num_units; i++) {
+            int unit = zero_unit_in_use_order(layout, i);
+            const ParamUnit* u = &layout->units[unit];
+            bf16* device_slice = zero_offload_gpu_params_off(z) ? NULL
+                               : ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit)
+                                                 : z->params + u->offset + (size_t)z->rank * u->shard_numel;
+            zero_offload_gpu_update_unit(z, unit, opt, lr, t, grad_scale, seed, device_slice);
+            if (ZERO_STAGE == 1 || ZERO_STAGE == 2) { // all-gather behind the slice's copy up
+                CUDA_CHECK(cudaStreamWaitEvent(z->comm, z->params_up[unit], 0));
+                zero_device_collective(z, &z->param_ops[unit], ZERO_OP_ALL_GATHER, NULL, z->params + u->offset, u->padded_numel,
+                                       unit, "parameters");
+            }
+            zero_device_progress(z);
+        }
+        return norm;
+    }
     for (int i = 0; i < layout->num_units; i++) { // in use order: the next forward's first units first
         int unit = zero_unit_in_use_order(layout, i);
         const ParamUnit* u = &layout->units[unit];
@@ -527,12 +574,20 @@ static void zero_set_unit_params(ZeroEngine* z, int unit, const float* unit_buf)
     zero_device_synchronize(z, "setting parameters"); // no collective is still reading or writing them
     size_t begin, end;
     zero_update_range(z, unit, &begin, &end);
-    float* master = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset;
-    CUDA_CHECK(cudaMemcpyAsync(master, unit_buf + begin, (end - begin) * sizeof(float), cudaMemcpyHostToDevice, z->compute));
+    if (zero_offload_gpu_host_optimizer(z)) zero_offload_gpu_state_io(z, unit, ZERO_REGION_MASTER, (float*)unit_buf + begin, 1);
+    else {
+        float* master = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset;
+        CUDA_CHECK(cudaMemcpyAsync(master, unit_buf + begin, (end - begin) * sizeof(float), cudaMemcpyHostToDevice, z->compute));
+    }
     bf16* host_half;
     zero_host_staging(z, NULL, &host_half);
     size_t from = ZERO_STAGE == 3 ? (size_t)z->rank * u->shard_numel : 0, n = ZERO_STAGE == 3 ? u->shard_numel : u->padded_numel;
     for (size_t i = 0; i < n; i++) host_half[i] = __float2bfloat16(unit_buf[from + i]);
+    if (zero_offload_gpu_params_off(z)) { // -zp: it rests on the host or NVMe (stage 3: nothing gathered is kept)
+        zero_offload_gpu_params_io(z, unit, host_half, 1);
+        for (int i = 0; i < ZERO_WORKING_UNITS; i++) z->param_work[i].unit = -1;
+        return;
+    }
     bf16* params = ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset;
     CUDA_CHECK(cudaMemcpyAsync(params, host_half, n * sizeof(bf16), cudaMemcpyHostToDevice, z->compute));
     zero_stream_synchronize(z, z->compute, "setting parameters"); // host_half is reused
@@ -555,9 +610,25 @@ static void zero_params_round_as_step(ZeroEngine* z, int t) {
         const ParamUnit* u = &layout->units[unit];
         size_t begin, end;
         zero_update_range(z, unit, &begin, &end);
-        bf16* p = ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset + begin;
-        float* w = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset + begin;
-        params_from_master_stochastic_cuda(p, w, end - begin, seed, u->offset + begin, z->compute);
+        bf16* p = zero_offload_gpu_params_off(z) ? NULL : ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset + begin;
+        if (zero_offload_gpu_host_optimizer(z)) { // the master weights are on the host: round there, the same bits
+            float* host;
+            bf16* host_half;
+            zero_host_staging(z, &host, &host_half);
+            zero_offload_gpu_state_io(z, unit, ZERO_REGION_MASTER, host, 0);
+            for (size_t i = 0; i < end - begin; i++) {
+                uint16_t b = adamw_round_param_host(host[i], seed, u->offset + begin + i);
+                memcpy((void*)&host_half[i], &b, sizeof(b));
+            }
+            if (p == NULL) zero_offload_gpu_params_io(z, unit, host_half, 1);
+            else {
+                CUDA_CHECK(cudaMemcpyAsync(p, host_half, (end - begin) * sizeof(bf16), cudaMemcpyHostToDevice, z->compute));
+                zero_stream_synchronize(z, z->compute, "rounding parameters"); // host_half is reused
+            }
+        } else {
+            float* w = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset + begin;
+            params_from_master_stochastic_cuda(p, w, end - begin, seed, u->offset + begin, z->compute);
+        }
         if (ZERO_STAGE == 1 || ZERO_STAGE == 2) {
             zero_stream_after(z->comm, z->compute, z->compute_mark);
             zero_device_collective(z, &z->param_ops[unit], ZERO_OP_ALL_GATHER, NULL, z->params + u->offset, u->padded_numel,
@@ -583,8 +654,9 @@ static void zero_get_full_params(ZeroEngine* z, float* full) {
     zero_host_staging(z, &host, NULL);
     for (int unit = 0; unit < layout->num_units; unit++) {
         const ParamUnit* u = &layout->units[unit];
-        CUDA_CHECK(cudaMemcpy(host, zero_owned(z, z->master, ZERO_BUF_MASTER, unit), u->shard_numel * sizeof(float),
-                              cudaMemcpyDeviceToHost));
+        if (zero_offload_gpu_host_optimizer(z)) zero_offload_gpu_state_io(z, unit, ZERO_REGION_MASTER, host, 0);
+        else CUDA_CHECK(cudaMemcpy(host, zero_owned(z, z->master, ZERO_BUF_MASTER, unit), u->shard_numel * sizeof(float),
+                                   cudaMemcpyDeviceToHost));
         ZeroOp op = {.kind = ZERO_OP_NONE};
         zero_op_gather_to_rank0(z, &op, host, full ? full + u->offset : NULL, u->padded_numel, unit, "master weights (checkpoint)");
         zero_op_wait(z, &op);
@@ -598,6 +670,11 @@ static void zero_get_optimizer_shard(ZeroEngine* z, float* m_out, float* v_out) 
     for (int unit = 0; unit < z->layout->num_units; unit++) {
         const ParamUnit* u = &z->layout->units[unit];
         size_t dst = u->offset / (size_t)z->world_size;
+        if (zero_offload_gpu_host_optimizer(z)) {
+            zero_offload_gpu_state_io(z, unit, ZERO_REGION_M, m_out + dst, 0);
+            zero_offload_gpu_state_io(z, unit, ZERO_REGION_V, v_out + dst, 0);
+            continue;
+        }
         CUDA_CHECK(cudaMemcpy(m_out + dst, zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit), u->shard_numel * sizeof(float), cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaMemcpy(v_out + dst, zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit), u->shard_numel * sizeof(float), cudaMemcpyDeviceToHost));
     }
@@ -614,6 +691,11 @@ static void zero_set_optimizer_shard(ZeroEngine* z, const float* m_in, const flo
         size_t src = u->offset / (size_t)z->world_size;
         const float* in[2] = {m_in + src, v_in + src};
         float* state[2] = {z->m, z->v};
+        if (zero_offload_gpu_host_optimizer(z)) { // stages 1-3 only: the rank's slices
+            zero_offload_gpu_state_io(z, unit, ZERO_REGION_M, (float*)in[0], 1);
+            zero_offload_gpu_state_io(z, unit, ZERO_REGION_V, (float*)in[1], 1);
+            continue;
+        }
         for (int k = 0; k < 2; k++) {
             if (ZERO_STAGE == 0) {
                 ZeroOp op = {.kind = ZERO_OP_NONE};

@@ -372,10 +372,11 @@ static void zero_offload_prefetch_optimizer(ZeroEngine* z) {
 }
 
 /*
- * Piece k of the unit is next for AdamW: point *p, *m, *v (the piece's elements as the engine
- * keeps them in memory) at the staged copies of what lives on NVMe, once read and checked.
+ * Piece k of the unit is next for AdamW: point region[r] (the piece's elements of each region
+ * as the engine keeps them in memory: parameters, master weights, m, v) at the staged copies of
+ * the regions that live on NVMe, once read and checked.
  */
-static void zero_offload_piece_begin(ZeroEngine* z, int unit, int k, float** p, float** m, float** v) {
+static void zero_offload_piece_begin(ZeroEngine* z, int unit, int k, void** region) {
     ZeroOffload* o = &z->offload;
     if (!o->active) return;
     zero_offload_prefetch_optimizer(z); // (already done when backward ran on this step)
@@ -386,10 +387,9 @@ static void zero_offload_piece_begin(ZeroEngine* z, int unit, int k, float** p, 
     }
     zero_offload_slot_wait(z, s, NVME_READ);
     char* at = s->data;
-    float** pointers[ZERO_NUM_REGIONS] = {p, NULL, m, v};
     for (int r = 0; r < ZERO_NUM_REGIONS; r++) {
         if (!o->on_nvme[r]) continue;
-        if (pointers[r]) *pointers[r] = (float*)at;
+        region[r] = at;
         at += o->slot_stride[r];
     }
 }
@@ -474,17 +474,29 @@ static void zero_offload_step_bytes(const ZeroEngine* z, int grad_accum_steps, l
 static const char* zero_offload_step_text(const ZeroEngine* z, char* buf, size_t cap) {
     const ZeroOffload* o = &z->offload;
     buf[0] = '\0';
-    if (o->active)
-        snprintf(buf, cap, " | nvme read %.1f MiB written %.1f MiB, io wait %.1f ms", (zero_offload_bytes_read(z) - o->read_at_step) / 1048576.0,
+    size_t used = 0;
+#if ZERO_GPU_BUILD // the host<->device copies of the host optimizer
+    if (o->optimizer != ZERO_PLACE_NONE)
+        used += (size_t)snprintf(buf, cap, " | host<->device down %.1f up %.1f MiB, copy wait %.1f ms", z->d2h_bytes_step / 1048576.0,
+                                 z->h2d_bytes_step / 1048576.0, z->copy_wait_s_step * 1000.0);
+#endif
+    if (o->active && used < cap)
+        snprintf(buf + used, cap - used, " | nvme read %.1f MiB written %.1f MiB, io wait %.1f ms", (zero_offload_bytes_read(z) - o->read_at_step) / 1048576.0,
                  (zero_offload_bytes_written(z) - o->written_at_step) / 1048576.0, o->io_wait_s_step * 1000.0);
     return buf;
 }
 static const char* zero_offload_step_fields(const ZeroEngine* z, char* buf, size_t cap) {
     const ZeroOffload* o = &z->offload;
     buf[0] = '\0';
-    if (o->active)
-        snprintf(buf, cap, ",\"nvme_read_bytes\":%lld,\"nvme_written_bytes\":%lld,\"io_wait_ms\":%.3f", zero_offload_bytes_read(z) - o->read_at_step,
-                 zero_offload_bytes_written(z) - o->written_at_step, o->io_wait_s_step * 1000.0);
+    size_t used = 0;
+#if ZERO_GPU_BUILD
+    if (o->optimizer != ZERO_PLACE_NONE)
+        used += (size_t)snprintf(buf, cap, ",\"d2h_bytes\":%lld,\"h2d_bytes\":%lld,\"copy_wait_ms\":%.3f", z->d2h_bytes_step, z->h2d_bytes_step,
+                                 z->copy_wait_s_step * 1000.0);
+#endif
+    if (o->active && used < cap)
+        snprintf(buf + used, cap - used, ",\"nvme_read_bytes\":%lld,\"nvme_written_bytes\":%lld,\"io_wait_ms\":%.3f",
+                 zero_offload_bytes_read(z) - o->read_at_step, zero_offload_bytes_written(z) - o->written_at_step, o->io_wait_s_step * 1000.0);
     return buf;
 }
 
@@ -496,6 +508,10 @@ static const char* zero_offload_config_fields(const ZeroEngine* z, int grad_accu
     size_t nvme = (zp ? z->bytes_params : 0) + (zo ? z->bytes_optimizer : 0);
     long long read, written;
     zero_offload_step_bytes(z, grad_accum_steps, &read, &written);
+#if ZERO_GPU_BUILD // the device/host split is the start-up line's (zero/offload_gpu.cuh)
+    nvme = (zp ? z->layout->shard_numel * sizeof(ZeroFloat) : 0) + (zo ? 12 * z->layout->shard_numel : 0);
+    state = nvme; // bytes_ram is not a GPU build's figure: log 0
+#endif
     snprintf(buf, cap, "\"offload_optimizer\":\"%s\",\"offload_params\":\"%s\",\"bytes_ram\":%zu,\"bytes_nvme\":%zu,"
              "\"nvme_read_per_step\":%lld,\"nvme_written_per_step\":%lld,",
              zero_placement_names[o->optimizer], zero_placement_names[o->params], state - nvme, nvme, read, written);
