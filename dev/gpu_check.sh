@@ -30,6 +30,8 @@
 #   9. when mpirun is here (system or bundle): the host-staged MPI backend with 2 ranks on this
 #      one GPU at stages 1 and 3 vs 1 rank at stage 0 on the same global batch (losses within
 #      2e-2: bf16 sums in another order, the test_gpt2cu loss tolerance)
+#  10. ZeRO-Offload: d12 at stage 2 with -zo cpu, 10 steps: step time and peak GPU memory beside
+#      the on-device stage-2 run of section 5, and the loss difference
 # Then the table: tokens/s, MFU, peak GPU memory by stage, the max errors vs the reference, and a
 # PASS/FAIL/SKIP line per section. Caps per step (s): build 200, test_kernels 60, test_gpt2cu 40
 # and d12 90 per stage, each sanitizer 75, each d2 run 30, each mpirun 60. Expected total (an
@@ -505,6 +507,30 @@ else
             record "$name" FAIL "$(rc_text $rc "$t"); max loss difference $worst: $(grep -m1 -iE 'error' "$log" | cut -c1-200)"
         fi
     done
+fi
+archive
+
+# =============================================================================================
+# 10. ZeRO-Offload (zero/offload_gpu.cuh): d12 at stage 2, B=64 x T=1024, 10 steps with the
+# optimizer state and AdamW on the host (-zo cpu) beside the device run of section 4-5 (stage 2):
+# step time and peak GPU memory, and the first 10 losses of both (on a GPU nvcc may fuse
+# multiply-adds the host AdamW does not, so they agree to bf16 rounding, not bit for bit)
+name=zero2_offload_cpu_d12 bin=build/cuda/${TRAIN}_zero2
+if [ ! -x "$bin" ] || [ ! -f "$TRAIN_BIN" ]; then record "$name" SKIP "$bin or the data shard missing"
+elif ! t=$(limit 90 40); then skip_budget "$name" 40
+else
+    log=$LOGS/train_d12_zero2_zo_cpu.log
+    run_to "$t" "$log" "./$bin" -i "$TRAIN_BIN" -j "$VAL_BIN" -e d12 -b 64 -t 1024 -x 10 -v 0 -s 0 -l 6e-4 -u 10 -zo cpu
+    rc=$?
+    done_line=$(grep -m1 '^done:' "$log")
+    off_ms=$(grep -o 'mean step [0-9.]* ms' <<<"$done_line" | awk '{print $3}')
+    off_peak=$(grep -o 'peak GPU memory [0-9.]* MiB' <<<"$done_line" | awk '{print $4}')
+    worst=$(paste <(grep -E '^step +[0-9]+/' "$LOGS/train_d12_zero2.log" 2>/dev/null | head -10 | grep -o 'loss [0-9.]*' | awk '{print $2}') \
+                  <(grep -E '^step +[0-9]+/' "$log" | grep -o 'loss [0-9.]*' | awk '{print $2}') |
+            awk 'NF == 2 { d = $1 - $2; if (d < 0) d = -d; if (d > w) w = d; n++ } END { if (n > 0) printf "%.3g over %d steps", w, n; else print "no steps to compare" }')
+    if [ $rc -eq 0 ] && [ -n "$done_line" ]; then
+        record "$name" PASS "-zo cpu: ${off_ms:-?} ms/step, peak GPU ${off_peak:-?} MiB vs on device ${step_ms[2]:-?} ms, ${peak[2]:-?} MiB; max loss difference $worst; $(grep -m1 '^offload: host' "$log" | cut -c1-120)"
+    else record "$name" FAIL "$(rc_text $rc "$t"): $(grep -m1 -iE 'error' "$log" | cut -c1-200)"; fi
 fi
 archive
 
