@@ -3,7 +3,8 @@
 # interleaved: ROUNDS rounds of [build/adamw_bench (triad, our vectorized and scalar AdamW),
 # dev/bench/adamw_torch.py (torch.optim.AdamW foreach and fused)], median per kernel.
 # Targets (issue 11): >= 70% of the triad's bytes/s, >= 1.5x PyTorch's fastest.
-# PyTorch comes from PyPI into build/bench_venv (installed on first use: a few GB, minutes).
+# PyTorch: the system python's if it has one (scripts/setup.sh --hf), else PyPI's into build/bench_venv
+# (installed on first use: a few GB, minutes).
 # Usage: [THREADS=n] [N=params] [ROUNDS=3] dev/bench/adamw_bench.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,7 +13,9 @@ n=${N:-16777216}
 rounds=${ROUNDS:-3}
 make -s build/adamw_bench
 venv=build/bench_venv
-if ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
+torch_python=$venv/bin/python
+if python3 -c "import torch" 2>/dev/null; then torch_python=python3 # (scripts/setup.sh --hf installs it)
+elif ! "$venv/bin/python" -c "import torch" 2>/dev/null; then
     echo "installing torch from PyPI into $venv ..."
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q torch
@@ -22,7 +25,7 @@ trap 'rm -f "$out"' EXIT
 echo "load before: $(uptime)"
 for r in $(seq "$rounds"); do
     OMP_NUM_THREADS=$threads build/adamw_bench "$n" 10 >>"$out"
-    OMP_NUM_THREADS=$threads "$venv/bin/python" dev/bench/adamw_torch.py "$n" "$threads" >>"$out"
+    OMP_NUM_THREADS=$threads "$torch_python" dev/bench/adamw_torch.py "$n" "$threads" >>"$out"
 done
 echo "load after: $(uptime)"
 python3 - "$out" <<'PY'
