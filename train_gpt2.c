@@ -43,6 +43,7 @@
 #include "zero.cuh"
 #include "common/train_setup.h" // after zero.cuh: starts the ranks through it
 #include "common/noise_scale.h" // the GNS meter's glue to the engine: after zero.cuh
+#include "common/batch_schedule_trainer.h" // the batch schedule's glue: after noise_scale.h
 
 // ----------------------------------------------------------------------------
 // Activations: everything forward keeps for backward, sized for (B, T).
@@ -526,13 +527,13 @@ static void report_train_step(const StepReport* r, const GradientNoiseScale* gns
 // and sends beside DESIGN.md's formulas, on stdout and as the log's config record.
 static void print_run_config(const TrainArgs* args, const GPT2* model, const char* init, const DataLoader* train_loader,
                              int do_val, int grad_accum_steps, int total_batch_tokens, int max_steps, int start_step,
-                             const GradientNoiseScale* gns, Logger* logger) {
+                             const GradientNoiseScale* gns, const BatchSchedule* batch, Logger* logger) {
     const GPT2Config* cfg = &model->config;
     const ZeroEngine* z = &model->zero;
     int B = model->B, T = model->T, world_size = z->world_size;
     size_t psi = model->layout.padded_numel;
     int threads = omp_get_max_threads();
-    char gns_fields[256], init_text[8192], offload_fields[512];
+    char gns_fields[256], batch_fields[512], init_text[8192], offload_fields[512];
     printf("GPT-2 CPU trainer | ZeRO stage %d | world size %d | threads per rank %d\n", ZERO_STAGE, world_size, threads);
     blas_print_report(stdout); // library, version, kernel; a warning when it runs a generic kernel
     // Ranks on one machine share its cores: more threads than cores in total slows every rank.
@@ -548,6 +549,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     printf("batch: B %d x T %d x %d ranks x %d accumulation steps = %d tokens | steps %d | lr %g (%s, warmup %d, final x%g)\n",
            B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args->learning_rate,
            args->lr_schedule, args->warmup_steps, args->final_lr_fraction);
+    batch_schedule_print_setup(batch);
     zero_print_accounting(z, grad_accum_steps, stdout);
     printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, working units %.1f MiB, activations %.1f MiB\n",
            z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
@@ -561,7 +563,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
                   "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\","
-                  "%s%s",
+                  "%s%s,%s",
                   json_escape(init_text, sizeof(init_text), args->init), cfg->num_layers, cfg->channels, cfg->num_heads,
                   cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
@@ -570,7 +572,8 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   zero_state_bytes_formula(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_text[ZERO_STAGE],
                   zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_embedding_numel(&model->layout)),
                   zero_elements_sent_formula_text[ZERO_STAGE], zero_offload_config_fields(z, grad_accum_steps, offload_fields, sizeof(offload_fields)),
-                  noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns));
+                  noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns),
+                  batch_schedule_config_fields(batch_fields, sizeof(batch_fields), batch));
     fflush(stdout);
 }
 
@@ -581,8 +584,8 @@ int main(int argc, char** argv) {
     train_run_start(&run, &argc, &argv);
     TrainArgs args = run.args;
     int rank = run.rank, world_size = run.world_size, B = args.B, T = args.T;
-    int total_batch_tokens = run.total_batch_tokens, grad_accum_steps = run.grad_accum_steps;
     int start_step = run.start_step, do_val = run.do_val;
+    BatchSchedule* batch = &run.batch; // the batch of every step: common/batch_schedule.h
 
     DataLoader train_loader, val_loader;
     dataloader_init(&train_loader, args.train_pattern, B, T, rank, world_size);
@@ -595,10 +598,13 @@ int main(int argc, char** argv) {
     gns_init(&saved_gns, 0.0);
     if (start_step > 0) { // checkpoints: zero_checkpoint_save / zero_checkpoint_load_state in zero.cuh
         DataLoaderState data;
-        zero_checkpoint_load_state(&model.zero, args.output_dir, start_step, args.seed, total_batch_tokens,
-                                   &data.shard_index, &data.position, &saved_gns);
+        BatchScheduleState saved_batch;
+        zero_checkpoint_load_state(&model.zero, args.output_dir, start_step, args.seed, batch_schedule_expected_at(batch, start_step),
+                                   &data.shard_index, &data.position, &saved_gns, &saved_batch);
         dataloader_set_state(&train_loader, data);
+        batch_schedule_restore(batch, &saved_batch, start_step, rank);
     }
+    int total_batch_tokens = batch->state.batch_tokens, grad_accum_steps = batch_schedule_grad_accum_steps(batch);
     int max_steps = train_run_checks_with_model(&run, &model.config, &train_loader, do_val ? &val_loader : NULL);
 
     Tokenizer tokenizer = {0}; // only read when samples are printed
@@ -616,10 +622,10 @@ int main(int argc, char** argv) {
     noise_scale_setup(&gns, args.gns_beta, B, T, world_size, grad_accum_steps, total_batch_tokens);
     noise_scale_restore(&gns, &saved_gns, rank); // resume: the EMAs go on where the checkpoint left them
     if (rank == 0) print_run_config(&args, &model, run.init, &train_loader, do_val,
-                                    grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, &logger);
+                                    grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, batch, &logger);
 
-    double train_seconds = 0.0, train_comm_wait_s = 0.0;
-    long long tokens_seen = (long long)start_step * total_batch_tokens;
+    double train_seconds = 0.0, train_comm_wait_s = 0.0, timed_tokens = 0.0;
+    long long tokens_seen = batch->state.tokens_seen; // 0, or the checkpoint's
     int timed_steps = 0;
     float last_val_loss = NAN;
     for (int step = start_step; step <= max_steps; step++) {
@@ -637,20 +643,25 @@ int main(int argc, char** argv) {
         }
         if (args.output_dir && args.checkpoint_every > 0 && step > start_step && (step % args.checkpoint_every == 0 || last_step)) {
             DataLoaderState data = dataloader_get_state(&train_loader);
-            zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, total_batch_tokens,
-                                 &gns.meter);
+            batch->state.tokens_seen = tokens_seen;
+            zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, &batch->state, &gns.meter);
         }
         if (last_step || test_fault_at_step(&run.fault, step, rank)) break;
 
+        // This step's batch (the schedule's, decided after the previous step) and its learning rate.
+        total_batch_tokens = batch->state.batch_tokens;
+        grad_accum_steps = batch_schedule_grad_accum_steps(batch);
         double t0 = wall_seconds();
-        float lr = lr_at_step(&schedule, step), grad_norm;
+        float lr = (float)(lr_at_step(&schedule, step) * batch_schedule_lr_scale(batch)), grad_norm;
         float train_loss = gpt2_train_step(&model, &train_loader, &gns, &opt, lr, step, grad_accum_steps,
                                            args.overfit_single_batch, &grad_norm);
         double seconds = wall_seconds() - t0;
         double comm_wait_ms = z->comm_wait_s_step * 1000.0;
         long long sent = z->sent_elements_step;
         tokens_seen += total_batch_tokens;
-        if (step > start_step) { train_seconds += seconds; train_comm_wait_s += z->comm_wait_s_step; timed_steps++; } // the first step includes warm-up costs
+        if (step > start_step) { // the first step includes warm-up costs
+            train_seconds += seconds; train_comm_wait_s += z->comm_wait_s_step; timed_tokens += total_batch_tokens; timed_steps++;
+        }
         double tokens_per_s = total_batch_tokens / seconds;
         double mean_step = timed_steps > 0 ? train_seconds / timed_steps : seconds;
         char eta[32];
@@ -666,12 +677,13 @@ int main(int argc, char** argv) {
             zero_ranks_stop();
             return 1;
         }
+        batch_schedule_after_step(batch, z, &gns, step + 1, B, T, &logger); // the next step's batch, from this step's meter
     }
     if (rank == 0) {
         printf("done: %d steps", max_steps - start_step);
         if (timed_steps > 0)
             printf(", mean step %.1f ms (comm wait %.1f ms), %.0f tok/s over the last %d", 1000.0 * train_seconds / timed_steps,
-                   1000.0 * train_comm_wait_s / timed_steps, (double)total_batch_tokens * timed_steps / train_seconds, timed_steps);
+                   1000.0 * train_comm_wait_s / timed_steps, timed_tokens / train_seconds, timed_steps);
         printf(", peak memory %.1f MiB", peak_rss_mib());
         if (do_val) printf(", final val loss %.6f", last_val_loss);
         printf("\n");

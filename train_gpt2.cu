@@ -49,6 +49,7 @@
 #include "zero.cuh"
 #include "common/train_setup.h" // after zero.cuh: starts the ranks through it
 #include "common/noise_scale.h" // the GNS meter's glue to the engine, shared with train_gpt2.c: after zero.cuh
+#include "common/batch_schedule_trainer.h" // the batch schedule's glue, shared with train_gpt2.c: after noise_scale.h
 
 #include "common/cuda_utils.cuh"
 #include "kernels/adamw.cuh"
@@ -622,7 +623,7 @@ static double gpu_used_mib(void) {
 // trainer), the GNS meter's set-up, on stdout and as the log's config record.
 static void print_run_config(const TrainArgs* args, const GPT2* model, const char* init, const DataLoader* train_loader,
                              int do_val, int grad_accum_steps, int total_batch_tokens, int max_steps, int start_step,
-                             const GradientNoiseScale* gns, Logger* logger) {
+                             const GradientNoiseScale* gns, const BatchSchedule* batch, Logger* logger) {
     const GPT2Config* cfg = &model->config;
     const ZeroEngine* z = &model->zero;
     int B = model->B, T = model->T, world_size = z->world_size;
@@ -639,6 +640,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     printf("batch: B %d x T %d x %d ranks x %d accumulation steps = %d tokens | steps %d | lr %g (%s, warmup %d, final x%g)\n",
            B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args->learning_rate,
            args->lr_schedule, args->warmup_steps, args->final_lr_fraction);
+    batch_schedule_print_setup(batch);
     zero_print_accounting(z, grad_accum_steps, stdout);
     printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB (master + m + v), working units %.1f MiB, "
            "activations %.1f MiB\n", z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
@@ -646,13 +648,13 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     printf("train: %zu tokens | val: %s\n", train_loader->num_tokens_total, do_val ? args->val_pattern : "off");
     noise_scale_print_setup(gns);
     if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, init);
-    char init_text[8192], gns_fields[256], offload_fields[512];
+    char init_text[8192], gns_fields[256], batch_fields[512], offload_fields[512];
     logger_record(logger, "config", "\"init\":\"%s\",\"wte_units\":%d,\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
                   "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
                   "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,"
                   "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
-                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\",\"device\":\"%s\",\"collectives\":\"%s\",%s%s",
+                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\",\"device\":\"%s\",\"collectives\":\"%s\",%s%s,%s",
                   json_escape(init_text, sizeof(init_text), args->init), model->layout.num_wte_units, cfg->num_layers, cfg->channels, cfg->num_heads,
                   cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
@@ -662,7 +664,8 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_embedding_numel(&model->layout)),
                   zero_elements_sent_formula_text[ZERO_STAGE], prop.name, ZERO_COMM_NAME,
                   zero_offload_config_fields(z, grad_accum_steps, offload_fields, sizeof(offload_fields)),
-                  noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns));
+                  noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns),
+                  batch_schedule_config_fields(batch_fields, sizeof(batch_fields), batch));
     fflush(stdout);
 }
 
@@ -673,8 +676,8 @@ int main(int argc, char** argv) {
     train_run_start(&run, &argc, &argv);
     TrainArgs args = run.args;
     int rank = run.rank, world_size = run.world_size, B = args.B, T = args.T;
-    int total_batch_tokens = run.total_batch_tokens, grad_accum_steps = run.grad_accum_steps;
     int start_step = run.start_step, do_val = run.do_val;
+    BatchSchedule* batch = &run.batch; // the batch of every step: common/batch_schedule.h
 
     DataLoader train_loader, val_loader;
     dataloader_init(&train_loader, args.train_pattern, B, T, rank, world_size);
@@ -693,11 +696,14 @@ int main(int argc, char** argv) {
         // Adam m, v and the data position from this rank's state file; the master weights came
         // from the model file (fp32); the bf16 parameters are re-rounded as the last step did.
         DataLoaderState data;
-        zero_checkpoint_load_state(z, args.output_dir, start_step, args.seed, total_batch_tokens, &data.shard_index,
-                                   &data.position, &saved_gns);
+        BatchScheduleState saved_batch;
+        zero_checkpoint_load_state(z, args.output_dir, start_step, args.seed, batch_schedule_expected_at(batch, start_step),
+                                   &data.shard_index, &data.position, &saved_gns, &saved_batch);
         dataloader_set_state(&train_loader, data);
+        batch_schedule_restore(batch, &saved_batch, start_step, rank);
         zero_params_round_as_step(z, start_step);
     }
+    int total_batch_tokens = batch->state.batch_tokens, grad_accum_steps = batch_schedule_grad_accum_steps(batch);
     int max_steps = train_run_checks_with_model(&run, &model.config, &train_loader, do_val ? &val_loader : NULL);
 
     Tokenizer tokenizer = {0}; // only read when samples are printed
@@ -715,10 +721,10 @@ int main(int argc, char** argv) {
     noise_scale_setup(&gns, args.gns_beta, B, T, world_size, grad_accum_steps, total_batch_tokens);
     noise_scale_restore(&gns, &saved_gns, rank); // resume: the EMAs go on where the checkpoint left them
     if (rank == 0) print_run_config(&args, &model, run.init, &train_loader, do_val,
-                                    grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, &logger);
+                                    grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, batch, &logger);
 
-    double train_seconds = 0.0, train_comm_wait_s = 0.0, peak_used_mib = 0.0;
-    long long tokens_seen = (long long)start_step * total_batch_tokens;
+    double train_seconds = 0.0, train_comm_wait_s = 0.0, peak_used_mib = 0.0, timed_tokens = 0.0;
+    long long tokens_seen = batch->state.tokens_seen; // 0, or the checkpoint's
     int timed_steps = 0;
     float last_val_loss = NAN;
     for (int step = start_step; step <= max_steps; step++) {
@@ -736,13 +742,16 @@ int main(int argc, char** argv) {
         }
         if (args.output_dir && args.checkpoint_every > 0 && step > start_step && (step % args.checkpoint_every == 0 || last_step)) {
             DataLoaderState data = dataloader_get_state(&train_loader);
-            zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, total_batch_tokens,
-                                 &gns.meter);
+            batch->state.tokens_seen = tokens_seen;
+            zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, &batch->state, &gns.meter);
         }
         if (last_step || test_fault_at_step(&run.fault, step, rank)) break;
 
         // One optimizer step: micro-steps of forward + backward (each unit's collective starts
-        // on the comm stream as backward finishes it), then AdamW on the owned slices.
+        // on the comm stream as backward finishes it), then AdamW on the owned slices. The batch
+        // is the schedule's, decided after the previous step.
+        total_batch_tokens = batch->state.batch_tokens;
+        grad_accum_steps = batch_schedule_grad_accum_steps(batch);
         double t0 = wall_seconds();
         zero_step_begin(z, step + 1);
         for (int micro_step = 0; micro_step < grad_accum_steps; micro_step++) {
@@ -753,7 +762,7 @@ int main(int argc, char** argv) {
             gpt2_backward(&model, B, T, micro_step == grad_accum_steps - 1);
         }
         z->measure_local_grad_norm = 0;
-        float lr = lr_at_step(&schedule, step);
+        float lr = (float)(lr_at_step(&schedule, step) * batch_schedule_lr_scale(batch));
         float grad_norm = zero_optimizer_step(z, &opt, lr, step + 1);
         noise_scale_step(&gns, z);
         // The mean over ranks, as one process with the global batch would report it.
@@ -764,7 +773,9 @@ int main(int argc, char** argv) {
         double used = gpu_used_mib();
         if (used > peak_used_mib) peak_used_mib = used;
         tokens_seen += total_batch_tokens;
-        if (step > start_step) { train_seconds += seconds; train_comm_wait_s += z->comm_wait_s_step; timed_steps++; } // the first step includes warm-up costs
+        if (step > start_step) { // the first step includes warm-up costs
+            train_seconds += seconds; train_comm_wait_s += z->comm_wait_s_step; timed_tokens += total_batch_tokens; timed_steps++;
+        }
         double tokens_per_s = total_batch_tokens / seconds;
         double mfu = tokens_per_s * model_flops_per_token / (PEAK_BF16_FLOPS * world_size);
         double mean_step = timed_steps > 0 ? train_seconds / timed_steps : seconds;
@@ -794,9 +805,11 @@ int main(int argc, char** argv) {
             zero_ranks_stop();
             return 1;
         }
+        // The next step's batch, from this step's meter (read back above, in zero_optimizer_step).
+        batch_schedule_after_step(batch, z, &gns, step + 1, B, T, &logger);
     }
     if (rank == 0 && timed_steps > 0) {
-        double tokens_per_s = (double)total_batch_tokens * timed_steps / train_seconds;
+        double tokens_per_s = timed_tokens / train_seconds;
         printf("done: mean step %.1f ms (comm wait %.1f ms), %.0f tok/s, MFU %.1f%% over %d steps, peak GPU memory %.1f MiB%s",
                1000.0 * train_seconds / timed_steps, 1000.0 * train_comm_wait_s / timed_steps, tokens_per_s,
                100.0 * tokens_per_s * model_flops_per_token / (PEAK_BF16_FLOPS * world_size), timed_steps,

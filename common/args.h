@@ -2,9 +2,10 @@
  * args.h: the trainer's command line, shared by the CPU and CUDA builds. llm.c's flags where
  * they mean the same thing (-i -j -e -o -n -y -b -t -d -l -u -q -c -k -x -v -m -s -g -a -z),
  * plus -gc (gradient clip), -sd (seed), -wt (collective wait timeout, seconds), -gb (EMA beta of
- * the gradient noise scale meter, common/gns.h; -1 turns the meter off), and the ZeRO-Offload /
- * ZeRO-Infinity placement (zero/offload.h): -zo (optimizer state), -zp (stage-3 parameter
- * shard), none|cpu|nvme each, and -zd (the NVMe directory).
+ * the gradient noise scale meter, common/gns.h; -1 turns the meter off), the batch schedule
+ * (common/batch_schedule.h): -d auto with -dm, -d0, -df, -dw, -dl, or -ds by hand, and the
+ * ZeRO-Offload / ZeRO-Infinity placement (zero/offload.h): -zo (optimizer state), -zp (stage-3
+ * parameter shard), none|cpu|nvme each, and -zd (the NVMe directory).
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
  * flag or a malformed value prints one error line and exits 1.
  */
@@ -29,7 +30,7 @@ typedef struct {
     int resume;                // -y
     int B;                     // -b micro-batch size (sequences per rank)
     int T;                     // -t sequence length
-    int total_batch_tokens;    // -d (-1: B*T*world_size, no accumulation)
+    int total_batch_tokens;    // -d (-1: B*T*world_size, no accumulation; TOTAL_BATCH_AUTO: -d auto)
     float learning_rate;       // -l
     int warmup_steps;          // -u
     float final_lr_fraction;   // -q
@@ -46,12 +47,20 @@ typedef struct {
     int seed;                  // -sd
     float collective_timeout_s; // -wt
     float gns_beta;            // -gb: GNS EMA beta in [0, 1); -1: meter off
+    int batch_max_tokens;      // -dm: -d auto's largest batch (tokens)
+    int batch_start_tokens;    // -d0: -d auto's first batch (-1: one micro-batch per rank, two on one rank)
+    float batch_growth_factor; // -df: -d auto grows when B_simple > factor * batch ...
+    int batch_window;          // -dw: ... for this many steps in a row
+    const char* batch_lr_rule; // -dl: lr when the batch changes: none, sqrt, linear
+    const char* batch_schedule; // -ds: the batch by hand, "STEP:TOKENS,..." (NULL: none)
     const char* offload_optimizer; // -zo: none, cpu, nvme
     const char* offload_params;    // -zp: none, cpu, nvme (ZeRO stage 3)
     const char* offload_dir;       // -zd: directory of the NVMe offload files (NULL: none)
 } TrainArgs;
 
-typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING } ArgType;
+#define TOTAL_BATCH_AUTO (-2) // -d auto
+
+typedef enum { ARG_INT, ARG_FLOAT, ARG_STRING, ARG_INT_OR_AUTO } ArgType; // ARG_INT_OR_AUTO: "auto" reads as TOTAL_BATCH_AUTO
 typedef struct { const char* flag; ArgType type; size_t offset; const char* help; } ArgSpec;
 
 #define ARG_FIELD(f) offsetof(TrainArgs, f)
@@ -64,7 +73,7 @@ static const ArgSpec arg_specs[] = {
     {"-y", ARG_INT, ARG_FIELD(resume), "resume from the latest checkpoint in -o (0/1)"},
     {"-b", ARG_INT, ARG_FIELD(B), "micro-batch size B (sequences per rank per micro-step)"},
     {"-t", ARG_INT, ARG_FIELD(T), "sequence length T"},
-    {"-d", ARG_INT, ARG_FIELD(total_batch_tokens), "total batch size in tokens (-1: B*T*ranks); gradient accumulation fills the rest"},
+    {"-d", ARG_INT_OR_AUTO, ARG_FIELD(total_batch_tokens), "total batch in tokens (-1: B*T*ranks; auto: grown by the noise scale); accumulation fills the rest"},
     {"-l", ARG_FLOAT, ARG_FIELD(learning_rate), "peak learning rate"},
     {"-u", ARG_INT, ARG_FIELD(warmup_steps), "learning-rate warmup steps"},
     {"-q", ARG_FLOAT, ARG_FIELD(final_lr_fraction), "final learning rate as a fraction of the peak"},
@@ -81,11 +90,33 @@ static const ArgSpec arg_specs[] = {
     {"-sd", ARG_INT, ARG_FIELD(seed), "random seed (init, sampling)"},
     {"-wt", ARG_FLOAT, ARG_FIELD(collective_timeout_s), "abort all ranks if a collective waits longer (s)"},
     {"-gb", ARG_FLOAT, ARG_FIELD(gns_beta), "gradient noise scale EMA beta, [0, 1); -1: meter off"},
+    {"-dm", ARG_INT, ARG_FIELD(batch_max_tokens), "-d auto: largest batch in tokens (required with -d auto)"},
+    {"-d0", ARG_INT, ARG_FIELD(batch_start_tokens), "-d auto: first batch in tokens (-1: B*T*ranks, 2*B*T on one rank)"},
+    {"-df", ARG_FLOAT, ARG_FIELD(batch_growth_factor), "-d auto: grow when B_simple > df x batch ..."},
+    {"-dw", ARG_INT, ARG_FIELD(batch_window), "-d auto: ... for dw steps in a row"},
+    {"-dl", ARG_STRING, ARG_FIELD(batch_lr_rule), "lr when the batch changes: none, sqrt, linear (x ratio to the first)"},
+    {"-ds", ARG_STRING, ARG_FIELD(batch_schedule), "batch by hand: STEP:TOKENS,... (after STEP steps, TOKENS)"},
     {"-zo", ARG_STRING, ARG_FIELD(offload_optimizer), "optimizer state + AdamW: none (device), cpu (host RAM), nvme (files in -zd)"},
     {"-zp", ARG_STRING, ARG_FIELD(offload_params), "ZeRO-3 parameter shard between uses: none, cpu, nvme (files in -zd)"},
     {"-zd", ARG_STRING, ARG_FIELD(offload_dir), "directory for the NVMe offload files (one per rank, removed at exit)"},
 };
 #define NUM_ARG_SPECS (int)(sizeof(arg_specs) / sizeof(arg_specs[0]))
+
+// The accepted range of each integer flag, checked while parsing, so that a value out of range
+// (one past int's too, like -b 99999999999) gets one line that gives the range. Unlisted: any int.
+static const struct { const char* flag; long min, max; } arg_int_ranges[] = {
+    {"-n", 0, INT_MAX}, {"-y", 0, 1},       {"-b", 1, INT_MAX},  {"-t", 1, INT_MAX}, {"-d", -1, INT_MAX},
+    {"-u", 0, INT_MAX}, {"-x", -1, INT_MAX}, {"-v", 0, INT_MAX}, {"-m", 1, INT_MAX}, {"-s", 0, INT_MAX},
+    {"-g", 1, 1048576}, {"-a", 0, 1},       {"-z", -1, 3},
+    {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX},
+};
+
+static void arg_int_range(const char* flag, long* min, long* max) {
+    *min = INT_MIN;
+    *max = INT_MAX;
+    for (size_t k = 0; k < sizeof(arg_int_ranges) / sizeof(arg_int_ranges[0]); k++)
+        if (strcmp(flag, arg_int_ranges[k].flag) == 0) { *min = arg_int_ranges[k].min; *max = arg_int_ranges[k].max; }
+}
 
 static void train_args_defaults(TrainArgs* a) {
     a->train_pattern = "data/tinyshakespeare/tiny_shakespeare_train.bin";
@@ -113,6 +144,12 @@ static void train_args_defaults(TrainArgs* a) {
     a->seed = 42;
     a->collective_timeout_s = 300.0f;
     a->gns_beta = 0.95f;
+    a->batch_max_tokens = -1;
+    a->batch_start_tokens = -1;
+    a->batch_growth_factor = 0.0625f;
+    a->batch_window = 3;
+    a->batch_lr_rule = "sqrt";
+    a->batch_schedule = NULL;
     a->offload_optimizer = "none";
     a->offload_params = "none";
     a->offload_dir = NULL;
@@ -126,7 +163,7 @@ static void train_args_print_help(const char* program, FILE* out) {
         const ArgSpec* s = &arg_specs[i];
         const char* field = (const char*)&d + s->offset;
         char def[128];
-        if (s->type == ARG_INT) snprintf(def, sizeof(def), "%d", *(const int*)field);
+        if (s->type == ARG_INT || s->type == ARG_INT_OR_AUTO) snprintf(def, sizeof(def), "%d", *(const int*)field);
         else if (s->type == ARG_FLOAT) snprintf(def, sizeof(def), "%g", *(const float*)field);
         else snprintf(def, sizeof(def), "%s", *(const char* const*)field ? *(const char* const*)field : "(none)");
         fprintf(out, "  %-4s %-60s default %s\n", s->flag, s->help, def);
@@ -174,10 +211,18 @@ static void train_args_parse(TrainArgs* a, int argc, char** argv) {
         char* field = (char*)a + spec->offset;
         char* end = NULL;
         errno = 0;
-        if (spec->type == ARG_INT) {
+        if (spec->type == ARG_INT_OR_AUTO && strcmp(value, "auto") == 0) {
+            *(int*)field = TOTAL_BATCH_AUTO;
+        } else if (spec->type == ARG_INT || spec->type == ARG_INT_OR_AUTO) {
+            long min, max;
+            arg_int_range(spec->flag, &min, &max);
+            const char* or_auto = spec->type == ARG_INT_OR_AUTO ? " or auto" : "";
             long v = strtol(value, &end, 10);
-            if (errno || end == value || *end != '\0' || v < INT_MIN || v > INT_MAX) {
-                args_fail("error: %s: '%s' is not an integer; expected an integer", spec->flag, value);
+            if (end == value || *end != '\0') {
+                args_fail("error: %s: '%s' is not an integer; expected an integer in [%ld, %ld]%s", spec->flag, value, min, max, or_auto);
+            }
+            if (errno == ERANGE || v < min || v > max) {
+                args_fail("error: %s: %s is out of range; expected an integer in [%ld, %ld]", spec->flag, value, min, max);
             }
             *(int*)field = (int)v;
         } else if (spec->type == ARG_FLOAT) {
@@ -196,30 +241,21 @@ static void train_args_parse(TrainArgs* a, int argc, char** argv) {
     }
 }
 
-// Range checks that need no other state; one error line and exit 1 on the first violation.
+// Checks beyond the integer ranges (train_args_parse): one error line and exit 1 on the first violation.
 static void train_args_validate(const TrainArgs* a) {
 #define ARG_REQUIRE(cond, flag, expected) \
     do { if (!(cond)) args_fail("error: %s: invalid value; expected %s", flag, expected); } while (0)
-    ARG_REQUIRE(a->B >= 1, "-b", "B >= 1");
-    ARG_REQUIRE(a->T >= 1, "-t", "T >= 1");
-    ARG_REQUIRE(a->total_batch_tokens == -1 || a->total_batch_tokens >= 1, "-d", "-1 or a positive number of tokens");
+    ARG_REQUIRE(a->total_batch_tokens == -1 || a->total_batch_tokens == TOTAL_BATCH_AUTO || a->total_batch_tokens >= 1, "-d",
+                "-1, auto or a positive number of tokens");
+    ARG_REQUIRE(a->batch_max_tokens == -1 || a->batch_max_tokens >= 1, "-dm", "a positive number of tokens");
+    ARG_REQUIRE(a->batch_start_tokens == -1 || a->batch_start_tokens >= 1, "-d0", "-1 or a positive number of tokens");
+    ARG_REQUIRE(a->batch_growth_factor > 0.0f, "-df", "a factor > 0");
     ARG_REQUIRE(a->learning_rate >= 0.0f, "-l", "a learning rate >= 0");
-    ARG_REQUIRE(a->warmup_steps >= 0, "-u", "warmup steps >= 0");
     ARG_REQUIRE(a->final_lr_fraction >= 0.0f && a->final_lr_fraction <= 1.0f, "-q", "a fraction in [0, 1]");
     ARG_REQUIRE(a->weight_decay >= 0.0f, "-c", "weight decay >= 0");
-    ARG_REQUIRE(a->max_steps == -1 || a->max_steps >= 0, "-x", "-1 or steps >= 0");
-    ARG_REQUIRE(a->val_every >= 0, "-v", "val interval >= 0");
-    ARG_REQUIRE(a->val_max_steps >= 1, "-m", "val batches >= 1");
-    ARG_REQUIRE(a->sample_every >= 0, "-s", "sample interval >= 0");
-    ARG_REQUIRE(a->gen_tokens >= 1, "-g", "tokens per sample >= 1");
-    ARG_REQUIRE(a->checkpoint_every >= 0, "-n", "checkpoint interval >= 0");
-    ARG_REQUIRE(a->resume == 0 || a->resume == 1, "-y", "0 or 1");
-    ARG_REQUIRE(a->overfit_single_batch == 0 || a->overfit_single_batch == 1, "-a", "0 or 1");
     ARG_REQUIRE(a->grad_clip >= 0.0f, "-gc", "a norm >= 0");
     ARG_REQUIRE(a->collective_timeout_s > 0.0f, "-wt", "seconds > 0");
     ARG_REQUIRE(a->gns_beta == -1.0f || (a->gns_beta >= 0.0f && a->gns_beta < 1.0f), "-gb", "an EMA beta in [0, 1), or -1 (meter off)");
-    ARG_REQUIRE(a->zero_stage >= -1 && a->zero_stage <= 3, "-z", "a ZeRO stage 0..3 (or -1)");
-    ARG_REQUIRE(a->gen_tokens <= 1048576, "-g", "tokens per sample <= 1048576 (and below the model's max sequence length)");
     LRKind kind;
     if (lr_kind_from_name(a->lr_schedule, &kind) != 0) {
         args_fail("error: -k %s: unknown schedule; expected cosine, linear or constant", a->lr_schedule);

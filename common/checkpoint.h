@@ -10,6 +10,7 @@
 #ifndef COMMON_CHECKPOINT_H
 #define COMMON_CHECKPOINT_H
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +113,18 @@ static inline float bf16_bits_to_float(uint16_t b) {
     return f;
 }
 
+// A NaN or Inf weight would first show as `loss nan` at step 1: name the file and tensor now.
+static void model_file_check_finite(const char* path, const ParamTensor* t, const float* values) {
+    for (size_t j = 0; j < t->numel; j++) {
+        if (isfinite(values[j])) continue;
+        char layer[32] = "";
+        if (t->layer >= 0) snprintf(layer, sizeof(layer), " of layer %d", t->layer);
+        fprintf(stderr, "error: %s: tensor %s%s holds %g at element %zu; expected finite weights\n",
+                path, param_kind_names[t->kind], layer, values[j], j);
+        exit(1);
+    }
+}
+
 /*
  * Read the parameters of a model file (header already validated by model_file_read_header)
  * into the flat fp32 buffer `params` (layout->padded_numel elements, padding zeroed).
@@ -150,6 +163,7 @@ static void model_file_read_params(const char* path, const ParamLayout* layout, 
                 fprintf(stderr, "error: %s: short read of %s; expected %zu elements\n", path, param_kind_names[t->kind], t->numel);
                 exit(1);
             }
+            model_file_check_finite(path, t, base + t->unit_offset);
         }
     }
     free(staging);

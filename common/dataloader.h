@@ -198,8 +198,8 @@ static void dataloader_init(DataLoader* loader, const char* filename_pattern, si
             snprintf(what, sizeof(what),
                      "shard has %zu tokens, too few for one global batch of "
                      "processes*B*T+1 = %d*%zu*%zu+1", num_tokens, num_processes, B, T);
-            dataloader_fail(filename, what, "at least %zu tokens per shard (or a smaller B*T)",
-                            needed);
+            dataloader_fail(filename, what, "at least %zu tokens in every shard: a smaller -b or -t, or "
+                            "the shards made again with a larger --shard-size (data/prepare.py --force)", needed);
         }
         loader->shard_num_tokens[i] = num_tokens;
         loader->num_tokens_total += num_tokens;

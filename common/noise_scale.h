@@ -47,13 +47,19 @@
 // With A = 1 every row measures the same gradients, so every stage logs the same values; with
 // A > 1 stages 0/1 and 2/3 estimate the same B_simple from different small batches.
 // One rank without accumulation has one batch size only: no small batch, the meter is off.
-// The meter restarts on resume (its EMAs are not in the checkpoint).
+// Checkpoints carry the EMAs, so a resume continues the meter (noise_scale_restore).
+// When the batch schedule (common/batch_schedule.h) changes A, the small batch keeps its row of
+// the table (noise_scale_set_grad_accum): B_big and, in the first row, B_small follow A, and the
+// scales are recomputed. The EMAs go on across the change: every step's estimates are unbiased
+// estimates of the same |G|^2 and tr(Σ) whatever the two batch sizes were, so averaging steps
+// measured at different A is averaging estimates of the same two numbers.
 
 typedef enum { GNS_OFF, GNS_RANK_BATCH, GNS_FIRST_MICRO_BATCH, GNS_EVERY_MICRO_BATCH } GNSSmallBatch;
 static const char* const gns_small_batch_names[] = {"off", "rank_batch", "first_micro_batch", "every_micro_batch"};
 
 typedef struct {
     GNSSmallBatch small_batch;   // the table's row (GNS_OFF: no small batch, or -gb -1)
+    float ema_beta_flag;         // -gb as given (-1: off)
     int on;                      // small_batch != GNS_OFF
     const char* off_reason;      // why not, when off
     int grad_accum_steps;        // A
@@ -66,6 +72,7 @@ typedef struct {
 static void noise_scale_setup(GradientNoiseScale* g, float ema_beta, int B, int T, int world_size, int grad_accum_steps,
                               int total_batch_tokens) {
     memset(g, 0, sizeof(*g));
+    g->ema_beta_flag = ema_beta;
     double A = grad_accum_steps, micro_batch = (double)B * T;
     g->grad_accum_steps = grad_accum_steps;
     g->b_big = (double)total_batch_tokens;
@@ -90,6 +97,15 @@ static void noise_scale_setup(GradientNoiseScale* g, float ema_beta, int B, int 
     g->on = g->small_batch != GNS_OFF;
     g->g_small_sq = g->g_big_sq = NAN;
     gns_init(&g->meter, ema_beta >= 0.0f ? ema_beta : 0.0);
+}
+
+// The batch changed to grad_accum_steps micro-steps (total_batch_tokens): the small batch's
+// sizes and scales at the new A, the EMAs unchanged (see the table's notes above).
+static void noise_scale_set_grad_accum(GradientNoiseScale* g, int B, int T, int world_size, int grad_accum_steps,
+                                       int total_batch_tokens) {
+    GNSMeter meter = g->meter;
+    noise_scale_setup(g, g->ema_beta_flag, B, T, world_size, grad_accum_steps, total_batch_tokens);
+    g->meter = meter;
 }
 
 // Resume: continue the meter's EMAs from the checkpoint's (zero_checkpoint_load_state), when

@@ -1,7 +1,7 @@
 /*
  * train_setup.h: the start of a training run, shared by train_gpt2.c and train_gpt2.cu:
  * flags, ranks, the batch arithmetic (micro-batch B*T per rank, gradient accumulation up to -d
- * tokens), the output dir and the checkpoint to resume, and the checks that need the model.
+ * tokens, or the batch schedule of -d auto / -ds: common/batch_schedule.h), the output dir and the checkpoint to resume, and the checks that need the model.
  * Host C; include after zero.cuh (it starts and stops the ranks through the engine).
  * Every user error is one line from rank 0 and exit status 1.
  */
@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include "common/args.h"
+#include "common/batch_schedule.h"
 #include "common/dataloader.h"
 #include "common/logger.h"
 #include "common/test_fault.h"
@@ -23,8 +24,9 @@ typedef struct {
     TestFault fault;           // ZERO_TEST_FAULT hooks (tests only)
     int rank, world_size;
     int tokens_per_micro_step; // B*T*world_size
-    int total_batch_tokens;    // -d, tokens per optimizer step
-    int grad_accum_steps;      // micro-steps per optimizer step
+    int total_batch_tokens;    // -d, tokens per optimizer step (the first one's, with a schedule)
+    int grad_accum_steps;      // micro-steps per optimizer step (the first one's)
+    BatchSchedule batch;       // -d, -d auto or -ds: the batch of every step
     int start_step;            // 0, or the step of the checkpoint being resumed
     char resume_model[4300];   // that checkpoint's model file
     const char* init;          // what the model is built from: -e, or resume_model
@@ -74,11 +76,10 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
     if (per_micro_step > INT_MAX / 2)
         train_run_fail(run, "error: -b %d -t %d: B*T*ranks = %lld tokens per micro-step; expected at most %d", B, T, per_micro_step, INT_MAX / 2);
     run->tokens_per_micro_step = (int)per_micro_step;
-    run->total_batch_tokens = args->total_batch_tokens == -1 ? run->tokens_per_micro_step : args->total_batch_tokens;
-    if (run->total_batch_tokens % run->tokens_per_micro_step != 0)
-        train_run_fail(run, "error: -d %d: not a multiple of B*T*ranks = %d*%d*%d = %d; expected a multiple of %d",
-                       run->total_batch_tokens, B, T, N, run->tokens_per_micro_step, run->tokens_per_micro_step);
-    run->grad_accum_steps = run->total_batch_tokens / run->tokens_per_micro_step;
+    char err[1024];
+    if (batch_schedule_from_args(&run->batch, args, B, T, N, err, sizeof(err)) != 0) train_run_fail(run, "%s", err);
+    run->total_batch_tokens = run->batch.state.batch_tokens;
+    run->grad_accum_steps = batch_schedule_grad_accum_steps(&run->batch);
 
     // Resume (-y 1) from the latest complete checkpoint in -o: its model file replaces -e.
     if (args->output_dir && run->rank == 0) output_dir_prepare(args->output_dir);

@@ -13,7 +13,7 @@
  * Parameters need no state file: the model file holds them exactly (fp32).
  *
  * State file = header of 128 int64 (1024 bytes; fields ZS_*, including the gradient noise scale
- * meter's EMAs), then m, then v, fp32, numel each:
+ * meter's EMAs and the batch schedule's state), then m, then v, fp32, numel each:
  *   rank file: rank R's slice of every unit in unit order, units padded for N ranks
  *              (zero.cuh zero_get_optimizer_shard): numel = padded_numel / N. The same at every
  *              ZeRO stage (stage 0 writes slice R of its replicated state).
@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "common/batch_schedule.h"
 #include "common/checkpoint.h"
 #include "common/gns.h"
 #include "common/gpt2_config.h"
@@ -50,12 +51,17 @@ enum {
     ZS_DATA_SHARD,      // train DataLoaderState: shard index and token position of the next global batch
     ZS_DATA_POSITION,
     ZS_SEED,            // -sd of the run (sampling draws from seed + step; no other RNG state)
-    ZS_BATCH_TOKENS,    // tokens per optimizer step of the run that wrote it
+    ZS_BATCH_TOKENS,    // tokens per optimizer step of the next step (the batch schedule's current batch)
     ZS_CHECKSUM,
     // The gradient noise scale meter's running state (common/gns.h; identical on every rank),
     // doubles as their 64-bit patterns. 0 in files written before these fields existed: the
     // meter then starts afresh on resume.
     ZS_GNS_STEPS, ZS_GNS_BETA, ZS_GNS_BETA_POW, ZS_GNS_EMA_G2, ZS_GNS_EMA_TRACE,
+    // The batch schedule's state (common/batch_schedule.h BatchScheduleState; the same on every
+    // rank) besides ZS_BATCH_TOKENS: the lr rule's first batch, -d auto's window (steps, and its
+    // smallest B_simple as a double's bit pattern), tokens trained on. 0 in older files: resume
+    // then counts tokens as steps x batch and starts the window afresh.
+    ZS_BATCH_START_TOKENS, ZS_BATCH_WINDOW_STEPS, ZS_BATCH_WINDOW_MIN, ZS_TOKENS_SEEN,
     ZS_NUM_FIELDS
 };
 
@@ -82,6 +88,24 @@ static GNSMeter zero_state_header_gns(const int64_t* header) {
     meter.ema_g2 = zero_state_bits_double(header[ZS_GNS_EMA_G2]);
     meter.ema_trace = zero_state_bits_double(header[ZS_GNS_EMA_TRACE]);
     return meter;
+}
+
+// The batch schedule's state into a state header, and back (all 0: a file without it).
+static void zero_state_header_set_batch(int64_t* header, const BatchScheduleState* b) {
+    header[ZS_BATCH_TOKENS] = b->batch_tokens;
+    header[ZS_BATCH_START_TOKENS] = b->start_tokens;
+    header[ZS_BATCH_WINDOW_STEPS] = b->window_steps;
+    header[ZS_BATCH_WINDOW_MIN] = zero_state_double_bits(b->window_min);
+    header[ZS_TOKENS_SEEN] = b->tokens_seen;
+}
+static BatchScheduleState zero_state_header_batch(const int64_t* header) {
+    BatchScheduleState b;
+    b.batch_tokens = (int)header[ZS_BATCH_TOKENS];
+    b.start_tokens = (int)header[ZS_BATCH_START_TOKENS];
+    b.window_steps = (int)header[ZS_BATCH_WINDOW_STEPS];
+    b.window_min = zero_state_bits_double(header[ZS_BATCH_WINDOW_MIN]);
+    b.tokens_seen = header[ZS_TOKENS_SEEN];
+    return b;
 }
 
 // 64-bit FNV-1a over 32-bit words (Fowler, Noll, Vo), continuing from h.

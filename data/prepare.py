@@ -6,8 +6,11 @@ Inputs (positional; a directory stands for its *.txt and *.jsonl files, sorted):
   *.txt     the whole file is one document, or with --split-blank-lines one document per
             blank-line ("\\n\\n") separated section (each keeps its trailing "\\n\\n")
 Every document is led by <|endoftext|> (50256). Documents are concatenated in input order and
-cut into shards of --shard-size tokens (the last shard holds the rest); documents may straddle
-two shards. Shard 0 is the val split, shards 1.. are train:
+cut into shards of --shard-size tokens; documents may straddle two shards. The rest after the
+last full shard becomes a shard of its own, or, when it is shorter than half a shard and a train
+shard precedes it, joins that shard (said in the output): a tiny last shard would be too short
+for most batch sizes, and the trainer refuses a shard shorter than one batch. Shard 0 is the val
+split, shards 1.. are train:
   <out-dir>/<prefix>_val_000000.bin, <prefix>_train_000001.bin, <prefix>_train_000002.bin, ...
   <out-dir>/gpt2_tokenizer.bin      decode table for the C side (common/tokenizer.h)
 Formats: see data/common.py. Tokenization runs on --workers processes (multiprocessing.Pool);
@@ -148,8 +151,25 @@ class ShardWriter:
         self.filled = 0
 
     def close(self):
-        if self.filled > 0:
+        """Write the rest: its own shard, or appended to the last train shard when shorter than
+        half a shard (and the sum still fits the int32 count). Returns a note, or None."""
+        if self.filled == 0:
+            return None
+        last_is_train = self.shard_index >= 2
+        if (last_is_train and self.filled < self.shard_size // 2 and
+                self.counts[-1] + self.filled <= common.MAX_SHARD_TOKENS):
+            path = self.written.pop()
+            previous = np.fromfile(path, dtype=np.uint16, offset=common.HEADER_INTS * 4)
+            self.counts.pop()
+            self.shard_index -= 1
+            rest = self.filled
+            self.buffer = np.concatenate([previous, self.buffer[:self.filled]])
+            self.filled = len(self.buffer)
             self._write()
+            return (f"note: the last {rest} tokens (under half of --shard-size {self.shard_size}) "
+                    f"went into {os.path.basename(path)}, which holds {self.counts[-1]}")
+        self._write()
+        return None
 
 
 def main():
@@ -217,7 +237,7 @@ def main():
     if error is not None:
         shutil.rmtree(staging, ignore_errors=True)  # the old shards, if any, stay untouched
         common.die(error.subject, error.what, error.expected)
-    writer.close()
+    note = writer.close()
     for path in existing:  # --force: stale shards would otherwise mix into a glob pattern
         os.remove(path)
     for path, count in zip(writer.written, writer.counts):
@@ -226,8 +246,13 @@ def main():
         print(f"wrote {count} tokens to {final}")
     shutil.rmtree(staging, ignore_errors=True)
     common.write_tokenizer(os.path.join(args.out_dir, TOKENIZER_NAME), enc)
+    if note:
+        print(note)
     print(f"{writer.total_tokens} tokens in {writer.shard_index} shards "
           f"(1 val, {writer.shard_index - 1} train) in {args.out_dir}")
+    # The trainer needs one global batch per shard: say the bound this data set puts on it.
+    print(f"shortest shard: {min(writer.counts)} tokens, so the trainer takes "
+          f"B*T*ranks <= {min(writer.counts) - 1} on these shards (-b, -t, and ranks under mpirun)")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ plot_log.py: one PNG summarising a training run from its log.jsonl (format: comm
 
 Panels: train loss (raw and smoothed) with val loss, vs step; learning rate; gradient norm
 (before clipping, log scale); tokens/s; and the gradient noise scale B_simple in tokens
-(McCandlish et al. 2018) beside the run's batch size, when the log has it. Default output:
+(McCandlish et al. 2018) beside the run's batch size per step, with its changes marked (a batch
+schedule: -d auto, -ds) and, for -d auto, the growth threshold factor x batch. Default output:
 log.png next to the log; -o takes a .png, .pdf or .svg path, or a directory to put log.png in. Bad input (missing, empty or malformed log) prints one error line and
 exits 1.
 """
@@ -67,17 +68,29 @@ def plot_log(log, out_path, smooth_beta, dpi=100):
     series_panel(axes[3], "tokens_per_s", "tokens/s")
 
     ax = axes[4]
-    ax.set_title("gradient noise scale B_simple (tokens)")
+    config = log["config"]
+    schedule = config.get("batch_schedule", "fixed")
+    ax.set_title("B_simple and the batch (tokens)" + ("" if schedule == "fixed" else f", batch schedule: {schedule}"))
     ax.set_xlabel("step")
     x, y = finite_points(steps, train["b_simple"])
-    if x:
-        ax.plot(x, y, lw=1.0, label="B_simple")
-        bx, by = finite_points(steps, train["batch_tokens"])
+    bx, by = finite_points(steps, train["batch_tokens"])
+    if x or bx:
+        if x:
+            ax.plot(x, y, lw=1.0, label="B_simple (smoothed)")
         if bx:
-            ax.plot(bx, by, "--", color="gray", lw=1.0, label="batch tokens")
-        if min(y) > 0:
+            # The batch of each step, as a staircase; a dot where it changed (-d auto, -ds).
+            ax.plot(bx, by, color="black", lw=1.4, drawstyle="steps-post", label="batch tokens")
+            changed = [i for i in range(1, len(by)) if by[i] != by[i - 1]]
+            if changed:
+                ax.plot([bx[i] for i in changed], [by[i] for i in changed], "o", color="black", ms=4,
+                        label=f"batch changes ({len(changed)})")
+            factor = config.get("batch_growth_factor")
+            if schedule == "auto" and isinstance(factor, (int, float)) and factor > 0:
+                ax.plot(bx, [factor * b for b in by], ":", color="gray", lw=1.0, drawstyle="steps-post",
+                        label=f"growth threshold {factor:g} x batch")
+        if min(y + by) > 0:
             ax.set_yscale("log")
-        ax.legend()
+        ax.legend(fontsize=8)
     else:
         ax.text(0.5, 0.5, "no b_simple in log", ha="center", va="center", transform=ax.transAxes)
 

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Install what the CPU build, the tests and the data scripts need on a fresh Debian machine:
 # a C toolchain, OpenBLAS, Open MPI, liburing (Debian packages) and numpy, tiktoken, matplotlib,
-# tqdm and scipy-openblas32 (PyPI: a current OpenBLAS that knows every x86-64 CPU; the Makefile
-# links it).
-# Safe to run again: it skips what is already there. PyTorch is NOT installed here: only
-# dev/make_reference.py needs it (pip install torch), and its output is committed.
+# tqdm, scipy-openblas32 (PyPI: a current OpenBLAS that knows every x86-64 CPU; the Makefile
+# links it), safetensors and ml_dtypes (PyPI; for scripts/export_hf.py and import_hf.py).
+# Safe to run again: it skips what is already there.
+#   --hf   also PyPI's torch and transformers, which only the Hugging Face tests need (to load
+#          what export_hf.py writes; tests/t_70_hf.sh calls this). About 4-5 minutes and 5.6 GB
+#          from an empty pip cache (torch's wheel brings its CUDA libraries). dev/make_reference.py
+#          needs torch too; its output is committed.
 set -euo pipefail
+python_modules=(numpy tiktoken matplotlib tqdm scipy_openblas32 safetensors ml_dtypes)
+[ "${1:-}" = "--hf" ] && python_modules+=(torch transformers)
 need_apt=()
 command -v gcc   >/dev/null 2>&1 || need_apt+=(gcc)
 command -v make  >/dev/null 2>&1 || need_apt+=(make)
@@ -23,11 +28,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 need_pip=()
-for mod in numpy tiktoken matplotlib tqdm scipy_openblas32; do
+for mod in "${python_modules[@]}"; do
     python3 -c "import $mod" >/dev/null 2>&1 || need_pip+=("${mod//_/-}")
 done
 if [ ${#need_pip[@]} -gt 0 ]; then
     echo "setup: installing Python packages: ${need_pip[*]}"
+    started=$(date +%s)
     python3 -m pip install -q "${need_pip[@]}" 2>/dev/null || python3 -m pip install -q --break-system-packages "${need_pip[@]}"
+    echo "setup: Python packages installed in $(( $(date +%s) - started )) s"
 fi
 echo "setup: ok"

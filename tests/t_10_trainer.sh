@@ -35,7 +35,18 @@ one_error_line() {
     [ "$(grep -c 'error: -Q: unknown flag' <<<"$out")" -eq 1 ]
 }
 check "bad_flag_under_mpirun_one_error_line" one_error_line
-check_fails "negative_batch" "error: -b: invalid value" run -b 0
+check_fails "zero_batch_out_of_range_gives_range" "error: -b: 0 is out of range; expected an integer in \[1, 2147483647\]" run -b 0
+check_fails "batch_past_int_out_of_range_gives_range" "error: -b: 99999999999 is out of range; expected an integer in \[1, 2147483647\]" run -b 99999999999
+# Every integer flag: a value past int's range names the flag's own range (not "not an integer").
+every_int_flag_out_of_range_gives_range() {
+    local flag out
+    for flag in -n -y -b -t -d -u -x -v -m -s -g -a -z -sd; do
+        out=$(./train_gpt2 "$flag" 99999999999 2>&1)
+        grep -q -- "^error: $flag: 99999999999 is out of range; expected an integer in \[-\?[0-9]*, [0-9]*\]$" <<<"$out" || { echo "$flag: $out"; return 1; }
+    done
+}
+check "every_int_flag_out_of_range_gives_range" every_int_flag_out_of_range_gives_range
+check_fails "below_range_gives_range" "error: -x: -2 is out of range; expected an integer in \[-1, 2147483647\]" run -x -2
 check_fails "unknown_depth_descriptor" "error: -e d5: unknown depth descriptor" run -e d5
 check_fails "unknown_schedule" "error: -k wsd: unknown schedule" run -k wsd
 check_fails "total_batch_not_multiple" "error: -d 100: not a multiple of B\*T\*ranks" run -d 100
@@ -50,6 +61,23 @@ check_fails "model_file_size_mismatch" "error: $tmp/truncated.bin: file is 2000 
 python3 -c "import sys; d=bytearray(open('dev/reference/gpt2_ref_model.bin','rb').read()); d[0]^=1; open(sys.argv[1],'wb').write(d)" "$tmp/badmagic.bin"
 check_fails "model_file_wrong_magic" "error: $tmp/badmagic.bin: bad magic" run -e "$tmp/badmagic.bin"
 check_fails "missing_model_file" "error: $tmp/nope.bin: cannot open model file" run -e "$tmp/nope.bin"
+# A NaN (fp32 file) or an Inf (bf16 file) weight is named at load, not met as `loss nan` at step 1.
+python3 - "$tmp" <<'PY'
+import sys, numpy as np
+d = sys.argv[1]
+data = np.fromfile("dev/reference/gpt2_ref_model.bin", dtype="<i4")
+header, params = data[:256].copy(), data[256:].view("<f4").copy()
+# llm.c order: wte (Vp=1024 x C=64), wpe (maxT=64 x 64), ln1w (L=2 x 64), ln1b, qkvw (2 x 192 x 64)
+qkvw_layer1 = 1024 * 64 + 64 * 64 + 2 * 64 + 2 * 64 + 192 * 64
+params[qkvw_layer1 + 7] = np.nan
+open(f"{d}/nan.bin", "wb").write(header.tobytes() + params.tobytes())
+header[1] = 5  # bf16: the high half of each fp32 (truncation is fine for a test file)
+bf16 = (data[256:].view("<u4") >> 16).astype("<u2")
+bf16[1024 * 64 + 3] = 0x7F80  # +Inf in wpe
+open(f"{d}/inf_bf16.bin", "wb").write(header.tobytes() + bf16.tobytes())
+PY
+check_fails "model_file_nan_weight_named_at_load" "error: $tmp/nan.bin: tensor qkvw of layer 1 holds nan at element 7; expected finite weights" run -e "$tmp/nan.bin" -t 8
+check_fails "model_file_bf16_inf_weight_named_at_load" "error: $tmp/inf_bf16.bin: tensor wpe holds inf at element 3; expected finite weights" run -e "$tmp/inf_bf16.bin" -t 8
 python3 -c "import struct,sys; n=5000; open(sys.argv[1],'wb').write(struct.pack('<256i',20240520,1,n,*([0]*253))+struct.pack('<%dH'%n,*([65535]*n)))" "$tmp/bigid.bin"
 check_fails "token_id_beyond_vocab" "error: $tmp/bigid.bin: token id out of range; expected token ids < the model's vocab size 50257" run -i "$tmp/bigid.bin"
 check_fails "diverged_run_stops_with_error" "error: step 2: loss" run -x 5 -l 1e30

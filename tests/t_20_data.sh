@@ -242,7 +242,8 @@ check "tinyshakespeare_skips_existing_outputs" \
 
 # prepare.py: the same text with --split-blank-lines gives the same token stream as
 # tinyshakespeare.py, then a jsonl file's documents follow, each led by <|endoftext|>;
-# shards are 100,000 tokens (shard 0 val, 1.. train) and all use 2 worker processes.
+# shards are 100,000 tokens (shard 0 val, 1.. train; the last 38,0xx tokens, under half a
+# shard, join shard 2) and all use 2 worker processes.
 printf '{"text": "Hello world"}\n\n{"text": "caf\\u00e9 \xf0\x9f\x98\x80"}\n' >"$tmp/extra.jsonl"
 mkdir -p "$tmp/corpus"; cp "$TEXT" "$tmp/corpus/a_input.txt"; cp "$tmp/extra.jsonl" "$tmp/corpus/b.jsonl"
 PREP_OUT=$tmp/prepared
@@ -255,14 +256,15 @@ import glob, os, sys, numpy as np
 out, ts_out, bpe = sys.argv[1:]
 sys.path.insert(0, "data"); import common
 names = sorted(os.path.basename(p) for p in glob.glob(f"{out}/ts_*.bin"))
-want = ["ts_train_000001.bin", "ts_train_000002.bin", "ts_train_000003.bin", "ts_val_000000.bin"]
+want = ["ts_train_000001.bin", "ts_train_000002.bin", "ts_val_000000.bin"]
 assert names == want, f"shards {names}, want {want} (stale shard 9 removed by --force)"
 tokens = []
 for name in sorted(names, key=lambda n: n[-10:]):  # by shard number: val first
     header = np.fromfile(f"{out}/{name}", "<i4", count=256)
     body = np.fromfile(f"{out}/{name}", "<u2", offset=1024)
     assert list(header[:3]) == [20240520, 1, len(body)], f"{name}: header {header[:3]}"
-    assert len(body) == 100000 or name.endswith("03.bin"), f"{name}: {len(body)} tokens"
+    assert len(body) == 100000 or (name.endswith("02.bin") and 100000 < len(body) < 150000), \
+        f"{name}: {len(body)} tokens"
     tokens.append(body)
 tokens = np.concatenate(tokens)
 ts = np.concatenate([np.fromfile(f"{ts_out}/tiny_shakespeare_{s}.bin", "<u2", offset=1024)
@@ -276,4 +278,18 @@ EOF
 }
 check "prepare_shards_headers_order_and_tokens" check_prepared_shards
 check "c_dataloader_reads_prepared_train_shards" \
-    bash -c "$BADINPUT dataloader '$PREP_OUT/ts_train_*.bin' 2 64 0 1 | grep -q 'ok shards=3 tokens='"
+    bash -c "$BADINPUT dataloader '$PREP_OUT/ts_train_*.bin' 2 64 0 1 | grep -q 'ok shards=2 tokens='"
+
+# A short rest after the last full shard joins the shard before it instead of making a shard
+# too short for a batch: --shard-size 1000 leaves 26 tokens, which would refuse -b 2 -t 64
+# (129 tokens a batch); prepare.py says where they went and the bound on B*T it leaves.
+SMALL=$tmp/small_shards
+check "prepare_folds_short_last_shard_and_says_so" bash -c "$PREP '$TEXT' --bpe-dir '$BPE' --out-dir '$SMALL' \
+    --prefix ts --shard-size 1000 --workers 2 >'$tmp/small.txt' &&
+    grep -q 'note: the last 26 tokens (under half of --shard-size 1000) went into ts_train_000337.bin, which holds 1026' '$tmp/small.txt' &&
+    grep -q 'shortest shard: 1000 tokens, so the trainer takes B\*T\*ranks <= 999' '$tmp/small.txt' &&
+    [ ! -e '$SMALL/ts_train_000338.bin' ]"
+check "c_dataloader_takes_b2_t64_on_folded_shards" \
+    bash -c "$BADINPUT dataloader '$SMALL/ts_train_*.bin' 2 64 0 1 | grep -q 'ok shards=337 tokens=337026'"
+check_error_line c_dataloader_short_shard_says_how_to_fix "expected at least 1025 tokens in every shard: a smaller -b or -t, or the shards made again with a larger --shard-size" \
+    $BADINPUT dataloader "$SMALL/ts_train_*.bin" 4 256 0 1

@@ -13,12 +13,13 @@
 
 /*
  * Write the checkpoint of `step` into dir. Every rank writes its state file (its AdamW slices,
- * the step, the train data position, the seed, the gradient noise scale meter's EMAs); once all
+ * the step, the train data position, the seed, the gradient noise scale meter's EMAs, the batch
+ * schedule's state: the batch of the next step, tokens seen); once all
  * are in place, rank 0 writes the model
  * file from the gathered parameters, which marks the checkpoint complete. Every rank calls it.
  */
 static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long data_shard, long data_position,
-                                 int seed, long long batch_tokens, const GNSMeter* gns) {
+                                 int seed, const BatchScheduleState* batch, const GNSMeter* gns) {
     const ParamLayout* layout = z->layout;
     size_t n = layout->shard_numel;
     float* m = (float*)zero_calloc(n, sizeof(float), "checkpoint Adam m slice");
@@ -35,7 +36,7 @@ static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long 
     header[ZS_DATA_SHARD] = data_shard;
     header[ZS_DATA_POSITION] = data_position;
     header[ZS_SEED] = seed;
-    header[ZS_BATCH_TOKENS] = batch_tokens;
+    zero_state_header_set_batch(header, batch);
     zero_state_header_set_gns(header, gns);
     char path[4300];
     zero_state_rank_path(path, sizeof(path), dir, step, z->rank, z->world_size);
@@ -58,13 +59,14 @@ static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long 
 
 /*
  * Resume: load this rank's state file of the checkpoint at `step` (same world size and stage as
- * this run) into the engine's AdamW slices, and return the train data position and the gradient
- * noise scale meter state it names (steps 0 when it has none). The
+ * this run) into the engine's AdamW slices, and return the train data position, the gradient
+ * noise scale meter state (steps 0 when it has none) and the batch schedule's state it names. The
  * parameters came from the model file. An error on any rank stops every rank, with that rank's
- * error line; another batch size or seed than the checkpoint's is a warning (rank 0).
+ * error line; another batch size than batch_tokens (-1: none expected, -d auto takes the
+ * checkpoint's) or another seed than the checkpoint's is a warning (rank 0).
  */
 static void zero_checkpoint_load_state(ZeroEngine* z, const char* dir, int step, int seed, long long batch_tokens,
-                                       long* data_shard, long* data_position, GNSMeter* gns) {
+                                       long* data_shard, long* data_position, GNSMeter* gns, BatchScheduleState* batch) {
     int N = z->world_size;
     const ParamLayout* layout = z->layout;
     char path[4300], err[9000] = "";
@@ -111,10 +113,12 @@ static void zero_checkpoint_load_state(ZeroEngine* z, const char* dir, int step,
         exit(1);
     }
     zero_set_optimizer_shard(z, m, v);
+    if (batch_tokens == -1) batch_tokens = header[ZS_BATCH_TOKENS];
     if (z->rank == 0 && (header[ZS_BATCH_TOKENS] != batch_tokens || header[ZS_SEED] != seed))
         printf("warning: resuming with a batch of %lld tokens and seed %d, but the checkpoint was written with %lld and %lld: "
                "training continues, not on the same trajectory\n", batch_tokens, seed,
                (long long)header[ZS_BATCH_TOKENS], (long long)header[ZS_SEED]);
+    *batch = zero_state_header_batch(header);
     *data_shard = (long)header[ZS_DATA_SHARD];
     *data_position = (long)header[ZS_DATA_POSITION];
     *gns = zero_state_header_gns(header);

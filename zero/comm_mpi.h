@@ -230,6 +230,20 @@ static int zero_first_failing_rank(ZeroEngine* z, int ok) {
     return lowest == z->world_size ? -1 : lowest;
 }
 
+// Smallest and largest of one int over all ranks, in one collective (MAX over {x, -x}): an
+// integer decision every rank must share (the batch schedule's next batch).
+static void zero_all_reduce_min_max_int(ZeroEngine* z, int x, int* lo, int* hi, const char* what) {
+    *lo = *hi = x;
+    if (z->world_size == 1) return;
+    int mine[2] = {x, -x}, out[2] = {0, 0};
+    ZeroOp op = {.kind = ZERO_OP_NONE};
+    zero_op_begin(z, &op, ZERO_OP_SCALAR_ALL_REDUCE, -1, what, 0);
+    MPI_CHECK(MPI_Iallreduce(mine, out, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &op.request));
+    zero_op_wait(z, &op);
+    *hi = out[0];
+    *lo = -out[1];
+}
+
 static void zero_barrier(ZeroEngine* z, const char* what) {
     if (z->world_size == 1) return;
     ZeroOp op = {.kind = ZERO_OP_NONE};
