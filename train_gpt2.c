@@ -188,7 +188,7 @@ static void gpt2_free(GPT2* model) {
 /*
  * Forward over inputs (B,T) (B <= capacity, T <= capacity). With targets (B,T), computes the
  * per-position losses and their mean (model->mean_loss); with targets == NULL, computes only the
- * logits of the last position of each row (for sampling), into logits row b.
+ * logits of the last position of each row (for sampling), into logits_last row b (B, Vp).
  */
 static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config* c = &model->config;
