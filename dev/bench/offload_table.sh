@@ -21,7 +21,8 @@ python3 -c "
 import numpy as np; h = np.zeros(256, '<i4'); h[:3] = 20240520, 1, 400000
 open('$tmp/train.bin', 'wb').write(h.tobytes() + np.random.default_rng(0).integers(0, 50257, 400000).astype('<u2').tobytes())"
 echo "load before: $(uptime)"
-build/nvme_bench "$nv" 512 4096 2 | head -2 >"$tmp/disk.jsonl" # io_uring write, read
+build/nvme_bench "$nv" 512 4096 2 >"$tmp/disk_all.jsonl" # (not piped into head: with pipefail its SIGPIPE ended the script)
+head -2 "$tmp/disk_all.jsonl" >"$tmp/disk.jsonl" # io_uring write, read
 export OMP_NUM_THREADS=1
 for m in $models; do for stage in $stages; do
     placements=("none" "-zo nvme"); [ "$stage" -eq 3 ] && placements+=("-zo nvme -zp nvme")
