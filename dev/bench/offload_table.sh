@@ -6,7 +6,7 @@
 # over the steps after the first, the exposed I/O wait, and how much of the I/O hides behind
 # compute: the disk time the step's NVMe bytes would take alone (both ranks' bytes over the
 # sequential bandwidth build/nvme_bench measures at the start, same directory) against the step
-# time it added to the in-memory run (hidden = 1 - added / disk time, clipped at 0).
+# time it added to the in-memory run (hidden = 1 - added / disk time, clipped to [0, 1]).
 # Usage: [STEPS=3] [DIR=nvme dir] dev/bench/offload_table.sh ["d6 d12"] ["1 2 3"]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -66,7 +66,7 @@ for m in models:
             expect = (ram + c["bytes_working"]) / MiB + r["act"]
             if tag == "none": base = r
             disk_ms = 1000 * 2 * (r["rd"] / disk["read"] + r["wr"] / disk["write"])  # both ranks share the disk
-            hidden = "-" if tag == "none" or disk_ms == 0 else f"{100 * max(0.0, 1 - (r['ms'] - base['ms']) / disk_ms):.0f}%"
+            hidden = "-" if tag == "none" or disk_ms == 0 else f"{100 * min(1.0, max(0.0, 1 - (r['ms'] - base['ms']) / disk_ms)):.0f}%"
             print(f"| {m} | {s} | {name} | {expect:.0f} | {r['rss']:.0f} | {c.get('bytes_nvme', 0) / MiB:.0f} | {r['ms']:.0f} | {r['io']:.0f} | "
                   f"{r['rd'] / MiB:.0f} / {r['wr'] / MiB:.0f} | {disk_ms:.0f} | {hidden} |")
 PY
