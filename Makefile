@@ -2,6 +2,8 @@
 #   make train_gpt2 test_gpt2     CPU build
 #   make test                     build and run every test group (tests/run_all.sh)
 #   ZERO_STAGE=0|1|2|3            compile-time ZeRO stage (default 0)
+#   NO_USE_MPI=auto|0|1           1: build without Open MPI (one process, zero/mpi_single.h);
+#                                 auto (default): 1 where no working mpicc is found
 CC ?= gcc
 ZERO_STAGE ?= 0
 CFLAGS ?= -O3 -march=native -ffp-contract=fast -fno-math-errno
@@ -41,21 +43,35 @@ BLAS_LDLIBS = -lopenblas
 endif
 CFLAGS += $(BLAS_CFLAGS)
 LDLIBS = $(BLAS_LDLIBS) -lm
-# Open MPI: the trainer always links it (it runs as a singleton without mpirun), and every binary
-# that includes zero.cuh needs its header, so its flags go to all; train_gpt2 builds with mpicc.
+# Open MPI: the trainer links it (it runs as a singleton without mpirun), and every binary that
+# includes zero.cuh needs its header, so its flags go to all; train_gpt2 builds with mpicc.
+# Without Open MPI (no working mpicc, or NO_USE_MPI=1) every binary builds with $(CC) against
+# zero/mpi_single.h instead: one process, world size 1; a launch of several tasks is an error.
 MPICC ?= mpicc
+NO_USE_MPI ?= auto
+MPI_FOUND := $(shell $(MPICC) --showme:compile >/dev/null 2>&1 && echo 1)
+CPU_NO_MPI := $(if $(filter auto,$(NO_USE_MPI)),$(if $(MPI_FOUND),0,1),$(NO_USE_MPI))
+ifeq ($(CPU_NO_MPI),1)
+MPI_CFLAGS := -DZERO_NO_MPI=1
+MPI_LDLIBS :=
+MPI_CC = $(CC)
+else
 MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
 MPI_LDLIBS := $(shell $(MPICC) --showme:link 2>/dev/null)
+MPI_CC = $(MPICC)
+endif
 CFLAGS += $(MPI_CFLAGS)
 LDLIBS += $(MPI_LDLIBS)
 # liburing (Debian's liburing-dev, scripts/setup.sh): the io_uring backend of the NVMe offload I/O
 # (zero/nvme_io.h); without it the engine does its I/O on worker threads.
 LIBURING := $(if $(wildcard /usr/include/liburing.h),1,0)
+IO_LDLIBS := $(if $(filter 1,$(LIBURING)),-luring) -lpthread
 ifeq ($(LIBURING),1)
 CFLAGS += -DZERO_HAVE_LIBURING=1
-LDLIBS += -luring
 endif
-LDLIBS += -lpthread
+LDLIBS += $(IO_LDLIBS)
+# The one-process variants CI builds and runs whatever is installed (tests/t_12_no_mpi.sh).
+NOMPI_CFLAGS = $(filter-out $(MPI_CFLAGS),$(CFLAGS)) -DZERO_NO_MPI=1
 BUILD = build
 
 # Headers every CPU binary depends on (so a header edit rebuilds).
@@ -68,11 +84,12 @@ $(BUILD)/blas_stamp: FORCE
 all: train_gpt2 test_gpt2
 
 train_gpt2: train_gpt2.c $(CPU_HEADERS)
-	$(MPICC) $(CFLAGS) $< -o $@ $(LDLIBS)
-# `make train_gpt2 ZERO_STAGE=k` must rebuild when k changes: the stage is recorded in a stamp.
-train_gpt2: $(BUILD)/zero_stage_stamp
+	$(MPI_CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+# `make train_gpt2 ZERO_STAGE=k` must rebuild when k changes: the stage is recorded in a stamp,
+# and so is the MPI choice (with or without Open MPI).
+train_gpt2 test_gpt2: $(BUILD)/zero_stage_stamp
 $(BUILD)/zero_stage_stamp: FORCE
-	@mkdir -p $(BUILD); echo $(ZERO_STAGE) | cmp -s - $@ || echo $(ZERO_STAGE) > $@
+	@mkdir -p $(BUILD); echo '$(ZERO_STAGE) NO_USE_MPI=$(CPU_NO_MPI)' | cmp -s - $@ || echo '$(ZERO_STAGE) NO_USE_MPI=$(CPU_NO_MPI)' > $@
 .PHONY: FORCE
 FORCE:
 
@@ -81,15 +98,25 @@ FORCE:
 ZERO_BINARIES = $(BUILD)/train_gpt2_z0 $(BUILD)/train_gpt2_z1 $(BUILD)/train_gpt2_z2 $(BUILD)/train_gpt2_z3 $(BUILD)/zero_consolidate
 $(BUILD)/train_gpt2_z%: train_gpt2.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)
-	$(MPICC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=$* $< -o $@ $(LDLIBS)
+	$(MPI_CC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=$* $< -o $@ $(LDLIBS)
 $(BUILD)/zero_consolidate: dev/zero_consolidate.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 zero_binaries: $(ZERO_BINARIES)
-test: zero_binaries
+test: zero_binaries nompi_binaries
 
 test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+
+# Without Open MPI, whatever is installed: build/train_gpt2_nompi, build/test_gpt2_nompi (stage 0).
+NOMPI_BINARIES = $(BUILD)/train_gpt2_nompi $(BUILD)/test_gpt2_nompi
+$(BUILD)/train_gpt2_nompi: train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(BUILD)
+	$(CC) $(filter-out -DZERO_STAGE=%,$(NOMPI_CFLAGS)) -DZERO_STAGE=0 $< -o $@ $(BLAS_LDLIBS) $(IO_LDLIBS) -lm
+$(BUILD)/test_gpt2_nompi: test_gpt2.c train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(BUILD)
+	$(CC) $(filter-out -DZERO_STAGE=%,$(NOMPI_CFLAGS)) -DZERO_STAGE=0 $< -o $@ $(BLAS_LDLIBS) $(IO_LDLIBS) -lm
+nompi_binaries: $(NOMPI_BINARIES)
 
 # Unit tests: every tests/test_*.c becomes build/test_*
 UNIT_TEST_SRCS = $(wildcard tests/test_*.c)
@@ -114,7 +141,7 @@ clean:
 # Benchmarks (not tests): dev/bench/*.c become build/*
 $(BUILD)/bench_cpu: dev/bench/bench_cpu.c train_gpt2.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)
-	$(MPICC) $(CFLAGS) $< -o $@ $(LDLIBS)
+	$(MPI_CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 $(BUILD)/adamw_bench: dev/bench/adamw_bench.c cpu/adamw.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

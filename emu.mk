@@ -3,12 +3,14 @@
 # cuBLASLt calls through a host model, the GPU ZeRO engine with the host-staged MPI backend) on
 # the CPU, single-threaded per rank, slowly. They measure nothing about GPU speed.
 #   make emu_binaries    build/emu/test_emu        the emulation's own tests
+#                        build/emu/test_emu_ptx    ... of mma.sync, ldmatrix, cp.async (emu_ptx.h)
 #                        build/emu/test_cublaslt_emu the cuBLASLt model vs a double-precision GEMM
 #                        build/emu/test_kernels    dev/test_kernels.cu (every kernel vs its CPU twin)
 #                        build/emu/test_gpt2cu_z<S> test_gpt2.cu at ZeRO stage S = 0..3
 #                        build/emu/train_gpt2cu_z<S> train_gpt2.cu at stage S, NCCL (dev/emu/nccl_emu.h:
 #                                                  NCCL's collectives carried by MPI, completing late)
 #                        build/emu/train_gpt2cu_mpi_z2 the host-staged MPI backend (ZERO_COMM=mpi)
+#                        build/emu/train_gpt2cu_nompi_z0 one process without MPI (NO_USE_MPI=1)
 # Needs g++, python3, the CUDA toolkit's headers (not its libraries: no libcudart, libcublasLt
 # or NCCL is linked) and Open MPI's mpicc for flags.
 EMU_BUILD = $(BUILD)/emu
@@ -24,9 +26,9 @@ EMU_LDLIBS = $(shell mpicc --showme:link 2>/dev/null) $(LDLIBS)
 EMU_MPI_CFLAGS = $(shell mpicc --showme:compile 2>/dev/null)
 EMU_HEADERS = $(wildcard dev/emu/*.h) $(CUDA_HEADERS)
 EMU_STAGES = 0 1 2 3
-EMU_BINARIES = $(EMU_BUILD)/test_emu $(EMU_BUILD)/test_cublaslt_emu $(EMU_BUILD)/test_kernels \
+EMU_BINARIES = $(EMU_BUILD)/test_emu $(EMU_BUILD)/test_emu_ptx $(EMU_BUILD)/test_cublaslt_emu $(EMU_BUILD)/test_kernels \
                $(foreach s,$(EMU_STAGES),$(EMU_BUILD)/test_gpt2cu_z$(s) $(EMU_BUILD)/train_gpt2cu_z$(s)) \
-               $(EMU_BUILD)/train_gpt2cu_mpi_z2
+               $(EMU_BUILD)/train_gpt2cu_mpi_z2 $(EMU_BUILD)/train_gpt2cu_nompi_z0
 
 .PHONY: emu_binaries emu_sources
 emu_binaries: $(EMU_BINARIES)
@@ -40,6 +42,9 @@ $(EMU_BUILD)/sources.stamp: dev/emu/rewrite.py $(wildcard *.c *.cu *.cuh dev/*.c
 
 $(EMU_BUILD)/test_emu: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -DEMU_NCCL=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/dev/emu/test_emu.cu -x none -o $@ $(EMU_LDLIBS)
+
+$(EMU_BUILD)/test_emu_ptx: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
+	$(CXX) $(EMU_CXXFLAGS) -x c++ $(EMU_SRC)/dev/emu/test_emu_ptx.cu -x none -o $@ $(EMU_LDLIBS)
 
 # The cuBLASLt model's own test: plain C++, no emulation header.
 $(EMU_BUILD)/test_cublaslt_emu: dev/emu/test_cublaslt_emu.cpp dev/emu/cublaslt_emu.h
@@ -56,6 +61,10 @@ $(EMU_BUILD)/test_gpt2cu_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 $(EMU_BUILD)/train_gpt2cu_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DEMU_NCCL=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/train_gpt2.cu -x none \
 		-o $@ $(EMU_LDLIBS)
+
+# Without MPI (zero/mpi_single.h): no mpicc flags, no MPI library.
+$(EMU_BUILD)/train_gpt2cu_nompi_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
+	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DZERO_NO_MPI=1 -x c++ $(EMU_SRC)/train_gpt2.cu -x none -o $@ $(BLAS_LDLIBS) -lm
 
 $(EMU_BUILD)/train_gpt2cu_mpi_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DZERO_COMM_MPI=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/train_gpt2.cu -x none \

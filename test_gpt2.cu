@@ -20,6 +20,8 @@
 #include "common/reference_state.h"
 #include "common/test_report.h"
 
+#define ACCUMULATION_TOLERANCE 1e-5
+
 
 // bf16 device array -> host floats.
 static void read_bf16(float* host, const bf16* device, size_t n) {
@@ -43,6 +45,65 @@ static ErrorStats compare(const float* a, const float* b, size_t n) {
     s.l2_err = sqrt(s.l2_err);
     s.l2_ref = sqrt(s.l2_ref);
     return s;
+}
+
+// The gradient the optimizer reads after backward, the fp32 accumulation (one rank: every stage
+// keeps it in the full layout): psi floats into host.
+static void read_optimizer_gradient(GPT2* model, float* host, size_t psi) {
+    zero_device_synchronize(&model->zero, "gradients"); // the comm stream too: the additions run there
+    CUDA_CHECK(cudaMemcpy(host, model->zero.grads_fp32, psi * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+/*
+ * Gradient accumulation over A = 8 micro-steps, each on its own micro-batch (the reference tokens
+ * shifted by 37k mod V, so the eight gradients differ), against the exact sum of the same eight
+ * gradients: each micro-batch's gradient taken alone (A = 1, loss scale 1/(B*T)) and added in
+ * double on the host, times 1/8. The loss scale 1/(8*B*T) is a power of two times 1/(B*T), so
+ * every kernel produces exactly 1/8 of the single-step values: the difference is the error of
+ * the accumulation alone (what the optimizer reads vs the fp64 sum), per tensor, relative L2.
+ */
+static void check_gradient_accumulation(GPT2* model, const ReferenceState* ref, float* host) {
+    const int A = 8, B = ref->B, T = ref->T, BT = B * T;
+    const ParamLayout* layout = &model->layout;
+    size_t psi = layout->padded_numel;
+    double* exact = (double*)host_alloc(psi * sizeof(double), "exact gradient sum");
+    int* inputs = (int*)host_alloc((size_t)BT * sizeof(int), "micro-batch");
+    int* targets = (int*)host_alloc((size_t)BT * sizeof(int), "micro-batch");
+    for (int k = 0; k < A; k++) {
+        for (int i = 0; i < BT; i++) { inputs[i] = (ref->inputs[i] + 37 * k) % ref->V; targets[i] = (ref->targets[i] + 37 * k) % ref->V; }
+        zero_step_begin(&model->zero, 1);
+        gpt2_forward(model, inputs, targets, B, T, 1.0f / (float)BT, 1.0f);
+        gpt2_backward(model, B, T, 1);
+        gpt2_take_loss(model);
+        read_optimizer_gradient(model, host, psi);
+        for (size_t i = 0; i < psi; i++) exact[i] += (double)host[i] / A;
+    }
+    zero_step_begin(&model->zero, 1);
+    for (int k = 0; k < A; k++) {
+        for (int i = 0; i < BT; i++) { inputs[i] = (ref->inputs[i] + 37 * k) % ref->V; targets[i] = (ref->targets[i] + 37 * k) % ref->V; }
+        gpt2_forward(model, inputs, targets, B, T, 1.0f / (float)(BT * A), 1.0f / A);
+        gpt2_backward(model, B, T, k == A - 1);
+    }
+    gpt2_take_loss(model);
+    read_optimizer_gradient(model, host, psi);
+    double worst = 0.0;
+    const char* worst_name = "";
+    for (int t = 0; t < layout->num_tensors; t++) {
+        const ParamTensor* pt = &layout->tensors[t];
+        double err = 0.0, norm = 0.0;
+        for (size_t i = 0; i < pt->numel; i++) {
+            double e = host[pt->offset + i] - exact[pt->offset + i];
+            err += e * e;
+            norm += exact[pt->offset + i] * exact[pt->offset + i];
+        }
+        double rel = sqrt(err) / (norm > 0 ? sqrt(norm) : 1.0);
+        if (!(rel <= worst)) { worst = rel; worst_name = param_kind_names[pt->kind]; }
+    }
+    printf("  gradient accumulation, %d micro-steps: worst tensor %s\n", A, worst_name);
+    // ACCUMULATION_TOLERANCE below, with the measurements.
+    report("gradient_accumulation_8_micro_steps_matches_fp64_sum", worst < ACCUMULATION_TOLERANCE,
+           "max relative L2 err %.3g, tolerance %.2g", worst, ACCUMULATION_TOLERANCE);
+    free(exact); free(inputs); free(targets);
 }
 
 int main(int argc, char** argv) {
@@ -94,8 +155,7 @@ int main(int argc, char** argv) {
     gpt2_forward(&model, ref.inputs, ref.targets, B, T, 1.0f / (float)(B * T), 1.0f);
     gpt2_backward(&model, B, T, 1);
     gpt2_take_loss(&model); // (discarded: resets the accumulator)
-    zero_device_synchronize(&model.zero, "gradients"); // the comm stream too: stages 2-3 add the gradients there
-    read_bf16(host, model.zero.grads, psi);
+    read_optimizer_gradient(&model, host, psi);
     double worst_l2 = 0.0, worst_max = 0.0;
     const char *worst_l2_name = "", *worst_max_name = "";
     for (int t = 0; t < layout->num_tensors; t++) {
@@ -161,6 +221,8 @@ int main(int argc, char** argv) {
            param_mean, 0.1 * motion);
     report("adamw_10_step_final_params_max_err_bf16", param_max < 2.5 * motion, "max abs err %.3g, tolerance %.2g",
            param_max, 2.5 * motion);
+
+    check_gradient_accumulation(&model, &ref, host);
 
     free(host);
     gpt2_free(&model);

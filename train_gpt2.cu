@@ -1,5 +1,6 @@
 /*
- * train_gpt2.cu: the GPU trainer for GPT-2 (CUDA, cuBLASLt, NCCL, Open MPI).
+ * train_gpt2.cu: the GPU trainer for GPT-2 (CUDA, cuBLASLt, NCCL, Open MPI; one GPU needs neither
+ * NCCL nor MPI: make NO_USE_MPI=1, chosen by itself where Open MPI is not installed).
  *
  * Same model, command line, model files and log as the CPU trainer (train_gpt2.c): the host
  * code is shared through common/ (args, checkpoint, dataloader, tokenizer, schedule, logger,
@@ -33,7 +34,6 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-#include <mpi.h>
 
 #include "common/args.h"
 #include "common/checkpoint.h"
@@ -52,6 +52,7 @@
 #include "common/batch_schedule_trainer.h" // the batch schedule's glue, shared with train_gpt2.c: after noise_scale.h
 
 #include "common/cuda_utils.cuh"
+#include "common/op_timer.cuh"
 #include "kernels/adamw.cuh"
 #include "kernels/attention.cuh"
 #include "kernels/classifier.cuh"
@@ -62,7 +63,8 @@
 #include "kernels/matmul.cuh"
 #include "kernels/residual.cuh"
 
-// Peak dense bf16 tensor-core throughput used for MFU (H100/H200 SXM, NVIDIA datasheet).
+// Peak dense bf16 tensor-core throughput used for MFU: the H200 (and H100) SXM, 989 TFLOP/s
+// (NVIDIA's datasheet, without sparsity).
 #define PEAK_BF16_FLOPS 989e12
 
 static void* device_alloc(size_t bytes, size_t* counter, const char* what) {
@@ -142,8 +144,35 @@ typedef struct {
     bf16* dqkv;           // (B,T,3C)
     bf16* dfch;           // (B,T,4C), also the GELU input gradient (in place)
     float* reduce;        // fp32 partial sums of the dbias/dweight column reductions
-    float* attention_rows;// (B,NH,T) fp32: rowsum(dout * out) for attention backward
+    float* attention_scratch; // attention_scratch_floats(B,T,C,NH) fp32 (kernels/attention.cuh)
 } BackwardScratchGPU;
+
+/*
+ * A micro-batch on its way to the GPU, double-buffered: forward k fills pinned host slot k % 2
+ * (tokens, targets and the encoder backward's token grouping, made on the host while the GPU
+ * runs the previous micro-step), one copy on the copy stream moves it to device slot k % 2, and
+ * the compute stream waits for that copy only. The host refills a pinned slot once its copy is
+ * done (two forwards later: long finished); the copy overwrites a device slot once the
+ * micro-step that read it (its backward) is done.
+ * Slot layout, ints, for a call with BT = B*T: inputs (BT) | targets (BT) | the encoder plan:
+ * tokens (BT) | starts (BT+1) | positions (BT); see kernels/encoder.cuh.
+ */
+#define BATCH_SLOTS 2
+#define BATCH_SLOT_INTS(BT) (5 * (size_t)(BT) + 1)
+typedef struct {
+    int* host[BATCH_SLOTS];           // pinned
+    int* device[BATCH_SLOTS];
+    int num_buckets[BATCH_SLOTS];     // distinct tokens of the slot's micro-batch
+    cudaEvent_t copied[BATCH_SLOTS];  // copy stream: the slot's host-to-device copy is done
+    cudaEvent_t consumed[BATCH_SLOTS]; // compute stream: the last kernel reading the device slot
+    cudaStream_t copy_stream;
+    int* bucket_counts;               // host scratch of the grouping (Vp ints)
+    int slot;                         // the slot of the last forward
+} BatchStaging;
+
+// The loss accumulators on the device: one per step slot (zero/engine.h's ZERO_STEP_SLOTS, the
+// step's results are read one step later) and one for evaluation (val loss, tests).
+#define LOSS_EVAL_SLOT ZERO_STEP_SLOTS
 
 typedef struct {
     GPT2Config config;
@@ -154,19 +183,20 @@ typedef struct {
     BackwardScratchGPU scratch;
     void* act_memory;
     size_t act_bytes;
-    int* inputs_device;  // (B,T)
-    int* targets_device; // (B,T)
-    // encoder backward plan (host counting sort, then copied up): see kernels/encoder.cuh
-    int *bucket_tokens, *bucket_starts, *bucket_positions, *bucket_counts; // host
-    int* bucket_device;  // tokens (B*T) | starts (B*T+1) | positions (B*T)
-    int num_buckets;
-    float* loss_sum_device; // accumulated mean loss (fp32), read by gpt2_take_loss
+    BatchStaging batch;
+    float* loss_sum_device; // ZERO_STEP_SLOTS + 1 accumulated mean losses (fp32), one per slot
+    float* loss_host;       // pinned copies of the step slots' losses
+    int loss_slot;          // where forward adds its loss (gpt2_take_loss reads it)
     float* logits_host;     // Vp floats, for sampling
     bf16* logits_staging;   // Vp bf16, host
     size_t wte_rows_max;    // R: rows of the largest wte vocab chunk
     float dloss_scale;      // of the last forward: backward turns the recomputed logits into dlogits with it
     int* chunk_bucket;      // (K+1) host: the encoder plan's buckets of chunk k are [chunk_bucket[k], chunk_bucket[k+1])
+    OpTimer timer;          // -ot: the per-kernel table (common/op_timer.cuh); off unless asked for
 } GPT2;
+
+// The op family running from here on the compute stream, for the per-kernel table (-ot).
+#define OP_MARK(model, family) op_timer_mark(&(model)->timer, family)
 
 static void* carve(char** cursor, size_t bytes) {
     void* p = *cursor;
@@ -204,7 +234,7 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
         {BT * C * h, (void**)&model->scratch.dresidual}, {BT * C * h, (void**)&model->scratch.dln},
         {BT * C * h, (void**)&model->scratch.datty}, {BT * 3 * C * h, (void**)&model->scratch.dqkv},
         {BT * 4 * C * h, (void**)&model->scratch.dfch}, {reduce_floats * f, (void**)&model->scratch.reduce},
-        {B * NH * T * f, (void**)&model->scratch.attention_rows},
+        {attention_scratch_floats(B, T, C, NH) * f, (void**)&model->scratch.attention_scratch},
     };
     size_t n = sizeof(plan) / sizeof(plan[0]), total = 0;
     for (size_t i = 0; i < n; i++) total += (plan[i].bytes + 255) / 256 * 256;
@@ -213,20 +243,26 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
     char* cursor = (char*)model->act_memory;
     for (size_t i = 0; i < n; i++) *plan[i].slot = carve(&cursor, plan[i].bytes);
 
-    model->inputs_device = (int*)device_alloc(BT * sizeof(int), &model->act_bytes, "inputs");
-    model->targets_device = (int*)device_alloc(BT * sizeof(int), &model->act_bytes, "targets");
-    model->bucket_device = (int*)device_alloc((3 * BT + 1) * sizeof(int), &model->act_bytes, "encoder plan");
-    model->loss_sum_device = (float*)device_alloc(sizeof(float), &model->act_bytes, "loss");
-    CUDA_CHECK(cudaMemset(model->loss_sum_device, 0, sizeof(float)));
-    model->bucket_tokens = (int*)host_alloc(BT * sizeof(int), "encoder plan");
-    model->bucket_starts = (int*)host_alloc((BT + 1) * sizeof(int), "encoder plan");
-    model->bucket_positions = (int*)host_alloc(BT * sizeof(int), "encoder plan");
-    model->bucket_counts = (int*)host_alloc(Vp * sizeof(int), "encoder plan");
+    BatchStaging* st = &model->batch;
+    for (int k = 0; k < BATCH_SLOTS; k++) {
+        st->device[k] = (int*)device_alloc(BATCH_SLOT_INTS(BT) * sizeof(int), &model->act_bytes, "micro-batch (tokens, targets, encoder plan)");
+        CUDA_CHECK(cudaMallocHost((void**)&st->host[k], BATCH_SLOT_INTS(BT) * sizeof(int)));
+        CUDA_CHECK(cudaEventCreateWithFlags(&st->copied[k], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&st->consumed[k], cudaEventDisableTiming));
+        st->num_buckets[k] = 0;
+    }
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st->copy_stream, cudaStreamNonBlocking));
+    st->bucket_counts = (int*)host_alloc(Vp * sizeof(int), "encoder plan");
+    st->slot = 0;
+    model->loss_sum_device = (float*)device_alloc((LOSS_EVAL_SLOT + 1) * sizeof(float), &model->act_bytes, "loss");
+    CUDA_CHECK(cudaMemset(model->loss_sum_device, 0, (LOSS_EVAL_SLOT + 1) * sizeof(float)));
+    CUDA_CHECK(cudaMallocHost((void**)&model->loss_host, ZERO_STEP_SLOTS * sizeof(float)));
+    model->loss_slot = LOSS_EVAL_SLOT;
+    memset(&model->timer, 0, sizeof(model->timer)); // off (main turns it on for -ot)
     model->logits_host = (float*)host_alloc(Vp * sizeof(float), "logits");
     model->logits_staging = (bf16*)host_alloc(Vp * sizeof(bf16), "logits");
     model->chunk_bucket = (int*)host_alloc((size_t)(model->layout.num_wte_units + 1) * sizeof(int), "encoder plan");
     zero_reserve_kept_rows(&model->zero, BT, (int)C); // stages 2-3: the encoder's rows of wte's gradient
-    model->num_buckets = 0;
     model->B = B;
     model->T = T;
 }
@@ -281,11 +317,17 @@ static void gpt2_free(GPT2* model) {
     zero_free(&model->zero);
     param_layout_free(&model->layout);
     CUDA_CHECK(cudaFree(model->act_memory));
-    CUDA_CHECK(cudaFree(model->inputs_device));
-    CUDA_CHECK(cudaFree(model->targets_device));
-    CUDA_CHECK(cudaFree(model->bucket_device));
+    BatchStaging* st = &model->batch;
+    for (int k = 0; k < BATCH_SLOTS; k++) {
+        CUDA_CHECK(cudaFree(st->device[k]));
+        CUDA_CHECK(cudaFreeHost(st->host[k]));
+        CUDA_CHECK(cudaEventDestroy(st->copied[k]));
+        CUDA_CHECK(cudaEventDestroy(st->consumed[k]));
+    }
+    CUDA_CHECK(cudaStreamDestroy(st->copy_stream));
+    free(st->bucket_counts);
     CUDA_CHECK(cudaFree(model->loss_sum_device));
-    free(model->bucket_tokens); free(model->bucket_starts); free(model->bucket_positions); free(model->bucket_counts);
+    CUDA_CHECK(cudaFreeHost(model->loss_host));
     free(model->logits_host); free(model->logits_staging); free(model->chunk_bucket);
 }
 
@@ -293,11 +335,39 @@ static void gpt2_free(GPT2* model) {
 // Forward and backward
 
 /*
+ * The micro-batch into the next staging slot (BatchStaging above): host tokens (and targets, and
+ * with a backward to follow the encoder plan) into its pinned buffer, one copy on the copy
+ * stream, and the compute stream waits for that copy. Returns the slot's device buffer.
+ */
+static int* gpt2_stage_batch(GPT2* model, const int* inputs, const int* targets, int BT, int with_plan) {
+    BatchStaging* st = &model->batch;
+    int k = st->slot = (st->slot + 1) % BATCH_SLOTS;
+    int* host = st->host[k];
+    // Its previous copy (two forwards ago) has finished, so the pinned buffer may be rewritten.
+    CUDA_CHECK(cudaEventSynchronize(st->copied[k]));
+    memcpy(host, inputs, (size_t)BT * sizeof(int));
+    size_t ints = BT;
+    if (targets != NULL) { memcpy(host + BT, targets, (size_t)BT * sizeof(int)); ints = 2 * (size_t)BT; }
+    if (with_plan) { // the encoder backward's token grouping, on the host while the GPU runs
+        int* plan = host + 2 * (size_t)BT;
+        st->num_buckets[k] = encoder_backward_plan(plan, plan + BT, plan + 2 * (size_t)BT + 1, st->bucket_counts, inputs, BT,
+                                                   model->config.padded_vocab_size);
+        ints = BATCH_SLOT_INTS(BT);
+    }
+    CUDA_CHECK(cudaStreamWaitEvent(st->copy_stream, st->consumed[k], 0)); // the micro-step that read it is done
+    CUDA_CHECK(cudaMemcpyAsync(st->device[k], host, ints * sizeof(int), cudaMemcpyHostToDevice, st->copy_stream));
+    CUDA_CHECK(cudaEventRecord(st->copied[k], st->copy_stream));
+    CUDA_CHECK(cudaStreamWaitEvent(model->zero.compute, st->copied[k], 0));
+    return st->device[k];
+}
+
+/*
  * Forward over host inputs (B,T). With targets: losses, their mean added to the device loss
- * accumulator times loss_weight (read it with gpt2_take_loss), and if dloss_scale != 0 the
- * logits are replaced by dloss/dlogits in the same pass (the fused classifier), ready for
- * gpt2_backward. With targets == NULL (sampling): only the logits of each row's last position,
- * into logits row b. Asynchronous on the compute stream.
+ * accumulator of model->loss_slot times loss_weight (read it with gpt2_take_loss), and if
+ * dloss_scale != 0 the logits are replaced by dloss/dlogits in the same pass (the fused
+ * classifier), ready for gpt2_backward. With targets == NULL (sampling): only the logits of each
+ * row's last position, into logits row b. Asynchronous on the compute stream: the host returns
+ * without waiting (inputs and targets are staged through pinned memory, gpt2_stage_batch).
  */
 static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T, float dloss_scale,
                          float loss_weight) {
@@ -310,23 +380,19 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     const ParamLayout* layout = &model->layout;
     size_t wpe_offset = layout->tensors[param_tensor_index(layout, P_WPE, -1)].unit_offset;
 
-    CUDA_CHECK(cudaMemcpyAsync(model->inputs_device, inputs, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, stream));
-    if (targets != NULL)
-        CUDA_CHECK(cudaMemcpyAsync(model->targets_device, targets, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, stream));
-    if (targets != NULL && dloss_scale != 0.0f) { // the encoder backward's token grouping, on the host now
-        model->num_buckets = encoder_backward_plan(model->bucket_tokens, model->bucket_starts, model->bucket_positions,
-                                                   model->bucket_counts, inputs, BT, Vp);
-        // The plan's tokens ascend: each vocab chunk's are a run of buckets.
+    int backward_follows = targets != NULL && dloss_scale != 0.0f;
+    OP_MARK(model, OP_OTHER); // the wait for the micro-batch's copy
+    int* inputs_device = gpt2_stage_batch(model, inputs, targets, BT, backward_follows);
+    int* targets_device = inputs_device + BT;
+    if (backward_follows) { // the plan's tokens ascend: each vocab chunk's are a run of buckets
+        const BatchStaging* st = &model->batch;
+        const int* tokens = st->host[st->slot] + 2 * (size_t)BT;
         for (int k = 0, b = 0; k <= layout->num_wte_units; k++) {
             int row0 = k < layout->num_wte_units ? (int)layout->tensors[wte_piece_index(layout, k)].row0 : Vp;
-            while (b < model->num_buckets && model->bucket_tokens[b] < row0) b++;
+            while (b < st->num_buckets[st->slot] && tokens[b] < row0) b++;
             model->chunk_bucket[k] = b;
         }
         model->dloss_scale = dloss_scale;
-        int* d = model->bucket_device;
-        CUDA_CHECK(cudaMemcpyAsync(d, model->bucket_tokens, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, stream));
-        CUDA_CHECK(cudaMemcpyAsync(d + BT, model->bucket_starts, (size_t)(BT + 1) * sizeof(int), cudaMemcpyHostToDevice, stream));
-        CUDA_CHECK(cudaMemcpyAsync(d + 2 * BT + 1, model->bucket_positions, (size_t)BT * sizeof(int), cudaMemcpyHostToDevice, stream));
     }
 
     // Each unit: ask the engine for its parameters, and let it prefetch the next one meanwhile
@@ -335,51 +401,71 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     int K = layout->num_wte_units;
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        OP_MARK(model, OP_ENGINE);
         bf16* emb = zero_params_unit(z, wte_unit(layout, k));
         zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_LAYER(0));
+        OP_MARK(model, OP_ENCODER);
         if (k == 0) CUDA_CHECK(cudaMemcpyAsync(a->wpe, emb + wpe_offset, (size_t)T * C * sizeof(bf16), cudaMemcpyDeviceToDevice, stream));
-        encoder_forward_chunk_cuda(a->encoded, model->inputs_device, emb, a->wpe, (int)piece->row0, (int)piece->shape[0], B, T, C, stream);
+        encoder_forward_chunk_cuda(a->encoded, inputs_device, emb, a->wpe, (int)piece->row0, (int)piece->shape[0], B, T, C, stream);
+        OP_MARK(model, OP_ENGINE);
         zero_params_unit_done(z, wte_unit(layout, k));
     }
 
     for (int l = 0; l < L; l++) {
+        OP_MARK(model, OP_ENGINE);
         LayerTensorsGPU p = layer_tensors_gpu(layout, l, zero_params_unit(z, UNIT_LAYER(l)));
         zero_params_prefetch(z, l + 1 < L ? UNIT_LAYER(l + 1) : UNIT_FINAL(c));
-        size_t o = (size_t)l * BT;
-        bf16* resid_in = l == 0 ? a->encoded : a->residual3 + (o - BT) * C;
-        layernorm_forward_cuda(a->ln1 + o * C, a->ln1_mean + o, a->ln1_rstd + o, resid_in, p.ln1w, p.ln1b, BT, C, stream);
+        size_t o = (size_t)l * BT, prev = o - BT; // prev: layer l-1's rows (l > 0)
+        bf16* resid_in = l == 0 ? a->encoded : a->residual3 + prev * C;
+        // Each residual add is fused into the LayerNorm that reads it (kernels/layernorm.cuh):
+        // here residual3[l-1] = residual2[l-1] + fcproj[l-1], the previous layer's last add.
+        OP_MARK(model, OP_LAYERNORM_FWD);
+        if (l == 0) layernorm_forward_cuda(a->ln1, a->ln1_mean, a->ln1_rstd, a->encoded, p.ln1w, p.ln1b, BT, C, stream);
+        else residual_layernorm_forward_cuda(resid_in, a->ln1 + o * C, a->ln1_mean + o, a->ln1_rstd + o, a->residual2 + prev * C,
+                                             a->fcproj + prev * C, p.ln1w, p.ln1b, BT, C, stream);
+        OP_MARK(model, OP_MATMUL_FWD);
         matmul_forward_cuda(a->qkv + o * 3 * C, a->ln1 + o * C, p.qkvw, p.qkvb, BT, C, 3 * C, stream);
+        OP_MARK(model, OP_ATTENTION_FWD);
         attention_forward_cuda(a->atty + o * C, a->att_lse + o * NH, a->qkv + o * 3 * C, B, T, C, NH, stream);
+        OP_MARK(model, OP_MATMUL_FWD);
         matmul_forward_cuda(a->attproj + o * C, a->atty + o * C, p.attprojw, p.attprojb, BT, C, C, stream);
-        residual_forward_cuda(a->residual2 + o * C, resid_in, a->attproj + o * C, (size_t)BT * C, stream);
-        layernorm_forward_cuda(a->ln2 + o * C, a->ln2_mean + o, a->ln2_rstd + o, a->residual2 + o * C, p.ln2w, p.ln2b, BT, C, stream);
-        matmul_forward_cuda(a->fch + o * 4 * C, a->ln2 + o * C, p.fcw, p.fcb, BT, C, 4 * C, stream);
-        gelu_forward_cuda(a->fch_gelu + o * 4 * C, a->fch + o * 4 * C, (size_t)BT * 4 * C, stream);
+        OP_MARK(model, OP_LAYERNORM_FWD);
+        residual_layernorm_forward_cuda(a->residual2 + o * C, a->ln2 + o * C, a->ln2_mean + o, a->ln2_rstd + o, resid_in,
+                                        a->attproj + o * C, p.ln2w, p.ln2b, BT, C, stream);
+        // fc with its bias and the GELU in one GEMM (GELU_AUX_BIAS epilogue): fch keeps the GELU input
+        OP_MARK(model, OP_MATMUL_FWD);
+        matmul_forward_gelu_cuda(a->fch_gelu + o * 4 * C, a->fch + o * 4 * C, a->ln2 + o * C, p.fcw, p.fcb, BT, C, 4 * C, stream);
         matmul_forward_cuda(a->fcproj + o * C, a->fch_gelu + o * 4 * C, p.fcprojw, p.fcprojb, BT, 4 * C, C, stream);
-        residual_forward_cuda(a->residual3 + o * C, a->residual2 + o * C, a->fcproj + o * C, (size_t)BT * C, stream);
+        OP_MARK(model, OP_ENGINE);
         zero_params_unit_done(z, UNIT_LAYER(l));
     }
 
     bf16* final_unit = zero_params_unit(z, UNIT_FINAL(c));
     zero_params_prefetch(z, wte_unit(layout, 0)); // for the LM head
-    bf16* last_residual = a->residual3 + (size_t)(L - 1) * BT * C;
-    layernorm_forward_cuda(a->lnf, a->lnf_mean, a->lnf_rstd, last_residual, final_unit, final_unit + C, BT, C, stream);
+    OP_MARK(model, OP_LAYERNORM_FWD);
+    size_t last = (size_t)(L - 1) * BT;
+    bf16* last_residual = a->residual3 + last * C; // = residual2 + fcproj of the last layer, fused into lnf
+    residual_layernorm_forward_cuda(last_residual, a->lnf, a->lnf_mean, a->lnf_rstd, a->residual2 + last * C,
+                                    a->fcproj + last * C, final_unit, final_unit + C, BT, C, stream);
+    OP_MARK(model, OP_ENGINE);
     zero_params_unit_done(z, UNIT_FINAL(c));
 
     // LM head, tied to wte, one vocab chunk at a time (ZeRO-3 gathers each chunk again): the
     // chunk's logits (BT, rows) go into each row's online softmax statistics, so the (BT, Vp)
     // logits never exist at once; backward recomputes them chunk by chunk.
-    int backward_follows = targets != NULL && dloss_scale != 0.0f;
     if (targets != NULL) classifier_stats_init_cuda(a->row_max, a->row_sum, a->target_logit, BT, stream);
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
         int row0 = (int)piece->row0, rows = (int)piece->shape[0];
+        OP_MARK(model, OP_ENGINE);
         bf16* wte = zero_params_unit(z, wte_unit(layout, k));
         zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : backward_follows ? wte_unit(layout, 0) : -1);
+        OP_MARK(model, OP_LM_HEAD_FWD);
         if (targets != NULL) {
             matmul_forward_cuda(a->logits, a->lnf, wte, NULL, BT, C, rows, stream);
-            classifier_forward_chunk_cuda(a->logits, a->row_max, a->row_sum, a->target_logit, model->targets_device, BT, row0,
-                                          rows, V, stream);
+            OP_MARK(model, OP_CLASSIFIER);
+            classifier_forward_chunk_cuda(a->logits, a->row_max, a->row_sum, a->target_logit, targets_device, BT, row0, rows, V,
+                                          stream);
         } else {
             for (int b = 0; b < B; b++) { // sampling: each row's last position, into its row of logits_last
                 matmul_forward_cuda(a->logits + (size_t)b * rows, a->lnf + ((size_t)b * T + T - 1) * C, wte, NULL, 1, C, rows, stream);
@@ -387,11 +473,18 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
                                            cudaMemcpyDeviceToDevice, stream));
             }
         }
+        OP_MARK(model, OP_ENGINE);
         zero_params_unit_done(z, wte_unit(layout, k));
     }
     if (targets != NULL) {
+        OP_MARK(model, OP_CLASSIFIER);
         classifier_losses_cuda(a->losses, a->row_max, a->row_sum, a->target_logit, BT, stream);
-        losses_sum_cuda(model->loss_sum_device, a->losses, BT, loss_weight / BT, stream);
+        losses_sum_cuda(model->loss_sum_device + model->loss_slot, a->losses, BT, loss_weight / BT, stream);
+    }
+    // A forward that produced its classifier statistics for backward (dloss_scale != 0) is
+    // followed by backward, which reads the micro-batch's slot again (targets, encoder plan).
+    if (!backward_follows) {
+        CUDA_CHECK(cudaEventRecord(model->batch.consumed[model->batch.slot], stream)); // no backward reads the slot
     }
 }
 
@@ -424,9 +517,10 @@ static void gpt2_full_logits(GPT2* model, float* out, int B, int T) {
 // under the next forward, which waits for them unit by unit (zero_params_unit).
 static float gpt2_take_loss(GPT2* model) {
     float loss;
+    float* sum = model->loss_sum_device + model->loss_slot;
     zero_stream_synchronize(&model->zero, model->zero.compute, "loss");
-    CUDA_CHECK(cudaMemcpyAsync(&loss, model->loss_sum_device, sizeof(float), cudaMemcpyDeviceToHost, model->zero.compute));
-    CUDA_CHECK(cudaMemsetAsync(model->loss_sum_device, 0, sizeof(float), model->zero.compute));
+    CUDA_CHECK(cudaMemcpyAsync(&loss, sum, sizeof(float), cudaMemcpyDeviceToHost, model->zero.compute));
+    CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(float), model->zero.compute));
     CUDA_CHECK(cudaStreamSynchronize(model->zero.compute));
     return loss;
 }
@@ -453,29 +547,38 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
     // The engine reduces dwte_k's LM-head part at once except the rows of this micro-batch's
     // tokens (the encoder plan's buckets of the chunk), which the encoder adds to at the end.
     int K = layout->num_wte_units, V = c->vocab_size;
-    int* d = model->bucket_device;
+    BatchStaging* st = &model->batch;
+    int* targets_device = st->device[st->slot] + BT;
+    int* plan = st->device[st->slot] + 2 * (size_t)BT; // tokens | starts | positions
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
         int row0 = (int)piece->row0, rows = (int)piece->shape[0];
+        OP_MARK(model, OP_ENGINE);
         bf16* wte = zero_params_unit(z, wte_unit(layout, k));
         zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_FINAL(c));
         bf16* dwte = zero_grads_unit(z, wte_unit(layout, k));
+        OP_MARK(model, OP_LM_HEAD_BWD);
         matmul_forward_cuda(a->logits, a->lnf, wte, NULL, BT, C, rows, stream);
-        classifier_backward_chunk_cuda(a->logits, a->row_max, a->row_sum, model->targets_device, BT, row0, rows, V,
-                                       model->dloss_scale, stream);
+        OP_MARK(model, OP_CLASSIFIER);
+        classifier_backward_chunk_cuda(a->logits, a->row_max, a->row_sum, targets_device, BT, row0, rows, V, model->dloss_scale,
+                                       stream);
+        OP_MARK(model, OP_LM_HEAD_BWD);
         matmul_backward_cuda(s->dln, dwte, NULL, s->reduce, a->logits, a->lnf, wte, BT, C, rows, k > 0, stream);
+        OP_MARK(model, OP_ENGINE);
         zero_params_unit_done(z, wte_unit(layout, k));
         int first = model->chunk_bucket[k];
-        zero_grads_unit_partly_ready(z, wte_unit(layout, k), d + first, model->chunk_bucket[k + 1] - first, row0, C);
+        zero_grads_unit_partly_ready(z, wte_unit(layout, k), plan + first, model->chunk_bucket[k + 1] - first, row0, C);
     }
 
     bf16* final_unit = zero_params_unit(z, UNIT_FINAL(c));
     zero_params_prefetch(z, UNIT_LAYER(L - 1));
     bf16* dfinal = zero_grads_unit(z, UNIT_FINAL(c));
     bf16* last_residual = a->residual3 + (size_t)(L - 1) * BT * C;
+    OP_MARK(model, OP_LAYERNORM_BWD);
     CUDA_CHECK(cudaMemsetAsync(s->dresidual, 0, (size_t)BT * C * sizeof(bf16), stream));
     layernorm_backward_cuda(s->dresidual, dfinal, dfinal + C, s->reduce, s->dln, last_residual, final_unit, a->lnf_mean,
                             a->lnf_rstd, BT, C, stream);
+    OP_MARK(model, OP_ENGINE);
     zero_params_unit_done(z, UNIT_FINAL(c));
     zero_grads_unit_ready(z, UNIT_FINAL(c), last_micro_step);
 
@@ -486,21 +589,30 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
         size_t o = (size_t)l * BT;
         bf16* resid_in = l == 0 ? a->encoded : a->residual3 + (o - BT) * C;
         // s->dresidual holds dL/d residual3[l]; the residual add passes it to both branches.
-        matmul_backward_cuda(s->dfch, g.fcprojw, g.fcprojb, s->reduce, s->dresidual, a->fch_gelu + o * 4 * C, p.fcprojw,
+        // fcproj: its weight and bias gradients (BGRADB epilogue), then its input gradient
+        // through the GELU in one GEMM (DGELU_BGRAD: dfch, and the fc bias gradient from it).
+        OP_MARK(model, OP_MATMUL_BWD);
+        matmul_backward_cuda(NULL, g.fcprojw, g.fcprojb, s->reduce, s->dresidual, a->fch_gelu + o * 4 * C, p.fcprojw,
                              BT, 4 * C, C, 0, stream);
-        gelu_backward_cuda(s->dfch, a->fch + o * 4 * C, s->dfch, (size_t)BT * 4 * C, stream);
-        matmul_backward_cuda(s->dln, g.fcw, g.fcb, s->reduce, s->dfch, a->ln2 + o * C, p.fcw, BT, C, 4 * C, 0, stream);
+        matmul_backward_dgelu_cuda(s->dfch, g.fcb, s->reduce, s->dresidual, p.fcprojw, a->fch + o * 4 * C, BT, 4 * C, C, stream);
+        matmul_backward_cuda(s->dln, g.fcw, NULL, s->reduce, s->dfch, a->ln2 + o * C, p.fcw, BT, C, 4 * C, 0, stream);
+        OP_MARK(model, OP_LAYERNORM_BWD);
         layernorm_backward_cuda(s->dresidual, g.ln2w, g.ln2b, s->reduce, s->dln, a->residual2 + o * C, p.ln2w,
                                 a->ln2_mean + o, a->ln2_rstd + o, BT, C, stream);
         // s->dresidual now holds dL/d residual2[l].
+        OP_MARK(model, OP_MATMUL_BWD);
         matmul_backward_cuda(s->datty, g.attprojw, g.attprojb, s->reduce, s->dresidual, a->atty + o * C, p.attprojw,
                              BT, C, C, 0, stream);
-        attention_backward_cuda(s->dqkv, s->attention_rows, s->datty, a->qkv + o * 3 * C, a->atty + o * C,
+        OP_MARK(model, OP_ATTENTION_BWD);
+        attention_backward_cuda(s->dqkv, s->attention_scratch, s->datty, a->qkv + o * 3 * C, a->atty + o * C,
                                 a->att_lse + o * NH, B, T, C, NH, stream);
+        OP_MARK(model, OP_MATMUL_BWD);
         matmul_backward_cuda(s->dln, g.qkvw, g.qkvb, s->reduce, s->dqkv, a->ln1 + o * C, p.qkvw, BT, C, 3 * C, 0, stream);
+        OP_MARK(model, OP_LAYERNORM_BWD);
         layernorm_backward_cuda(s->dresidual, g.ln1w, g.ln1b, s->reduce, s->dln, resid_in, p.ln1w, a->ln1_mean + o,
                                 a->ln1_rstd + o, BT, C, stream);
         // s->dresidual now holds dL/d resid_in, the input of layer l.
+        OP_MARK(model, OP_ENGINE);
         zero_params_unit_done(z, UNIT_LAYER(l));
         zero_grads_unit_ready(z, UNIT_LAYER(l), last_micro_step);
     }
@@ -510,10 +622,13 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
         bf16* demb = zero_grads_unit(z, wte_unit(layout, k));
+        OP_MARK(model, OP_ENCODER);
         if (k == 0) encoder_backward_wpe_cuda(demb + wpe_offset, s->dresidual, B, T, C, stream);
         int first = model->chunk_bucket[k];
-        encoder_backward_chunk_cuda(demb, s->dresidual, d + BT, d, d + 2 * BT + 1, first, model->chunk_bucket[k + 1] - first,
+        encoder_backward_chunk_cuda(demb, s->dresidual, plan + BT, plan, plan + 2 * BT + 1, first, model->chunk_bucket[k + 1] - first,
                                     (int)piece->row0, C, stream);
+        if (k == K - 1) CUDA_CHECK(cudaEventRecord(st->consumed[st->slot], stream)); // the last read of this micro-batch's device slot
+        OP_MARK(model, OP_ENGINE);
         zero_grads_unit_ready(z, wte_unit(layout, k), last_micro_step);
     }
 }
@@ -571,18 +686,14 @@ static void gpt2_sample(GPT2* model, Tokenizer* tokenizer, int gen_tokens, uint6
 // ----------------------------------------------------------------------------------------------
 // Training loop helpers
 
-static double wall_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-// Training FLOPs per token: 6N for the weights (forward 2N, backward 4N) plus attention's
-// score and value products, 12 L C T (Chowdhery et al. 2022, "PaLM", Appendix B; counted
-// without the causal halving, as there).
+// Training FLOPs per token as llm.c counts them for its MFU (train_gpt2.cu, gpt2_estimate_mfu):
+// 6N for the weights (forward 2N, backward 4N; N with the padded vocabulary's wte rows) plus
+// 6 L C T for attention's score and value products (the 12 L C T of Chowdhery et al. 2022,
+// "PaLM", Appendix B, halved for the causal mask). So MFU figures here compare with llm.c's.
+#define MFU_FORMULA_TEXT "6N + 6LCT FLOPs per token (llm.c's count)"
 static double flops_per_token(const GPT2* model, int T) {
     const GPT2Config* c = &model->config;
-    return 6.0 * (double)model->layout.num_parameters + 12.0 * c->num_layers * (double)c->channels * T;
+    return 6.0 * (double)model->layout.num_parameters + 6.0 * c->num_layers * (double)c->channels * T;
 }
 
 static float gpt2_val_loss(GPT2* model, DataLoader* val_loader, int val_steps) {
@@ -632,8 +743,8 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    printf("GPT-2 GPU trainer | ZeRO stage %d | world size %d | device %s (sm_%d%d) | collectives %s\n", ZERO_STAGE,
-           world_size, prop.name, prop.major, prop.minor, ZERO_COMM_NAME);
+    printf("GPT-2 GPU trainer | ZeRO stage %d | world size %d | device %s (sm_%d%d) | collectives %s | attention %s\n",
+           ZERO_STAGE, world_size, prop.name, prop.major, prop.minor, ZERO_COMM_NAME, ATTENTION_IMPLEMENTATION);
     printf("model: %s | L %d | C %d | NH %d | V %d (Vp %d) | maxT %d | parameters %zu\n", init,
            cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
            cfg->max_seq_len, model->layout.num_parameters);
@@ -645,6 +756,15 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB (master + m + v), working units %.1f MiB, "
            "activations %.1f MiB\n", z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
            z->bytes_working / 1048576.0, model->act_bytes / 1048576.0);
+    // What the peak on the done line should come to, above the CUDA context: the state the
+    // formula counts, working units, activations and the cuBLASLt workspace.
+    size_t state = zero_state_bytes_formula_mixed(ZERO_STAGE, psi, world_size);
+    printf("device memory: expected %.1f MiB above the CUDA context = %s %.1f + working units %.1f + activations %.1f "
+           "+ cuBLASLt workspace %.1f (MiB)\n", (state + z->bytes_working + model->act_bytes + MATMUL_WORKSPACE_BYTES) / 1048576.0,
+           zero_state_bytes_formula_mixed_text[ZERO_STAGE], state / 1048576.0, z->bytes_working / 1048576.0,
+           model->act_bytes / 1048576.0, MATMUL_WORKSPACE_BYTES / 1048576.0);
+    printf("mfu: %s = %.3f GFLOP per token, against %.0f TFLOP/s per GPU (H200/H100 SXM bf16 dense peak)\n",
+           MFU_FORMULA_TEXT, flops_per_token(model, T) / 1e9, PEAK_BF16_FLOPS / 1e12);
     printf("train: %zu tokens | val: %s\n", train_loader->num_tokens_total, do_val ? args->val_pattern : "off");
     noise_scale_print_setup(gns);
     if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, init);
@@ -669,6 +789,84 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     fflush(stdout);
 }
 
+// A step enqueued whose results the host has not read yet (read one step later: finish_step).
+typedef struct {
+    int step;       // from 1; 0: none
+    int max_steps;
+    float lr;
+    int timed_alone; // a host sync came before it (or it is the first): time it from its own start event
+    int first;       // the run's first step: warm-up costs, left out of the mean
+    int batch_tokens; // its batch (the schedule's)
+} StepPending;
+
+typedef struct {
+    long long tokens_seen;
+    double train_seconds, comm_wait_s, peak_used_mib, timed_tokens;
+    int timed_steps;
+} TrainStats;
+
+/*
+ * Step p's results, once the device has them (zero_step_result: the host waits, timed, while the
+ * next step is already queued): the loss (the mean over ranks, as one process with the global
+ * batch would report it), the norm, the GNS meter's update, the step line and the log record.
+ * Step time is device time: from the previous step's end to this one's (so a gap the host left
+ * shows), or from its own start after a host sync. Then the batch schedule's decision for the
+ * step after it (common/batch_schedule_trainer.h: it needs this step's meter update; a no-op for
+ * a fixed batch). Returns 0 when the run must stop (a non-finite loss or norm: every rank sees the
+ * same all-reduced values, so every rank stops).
+ */
+static int finish_step(GPT2* model, StepPending* p, BatchSchedule* batch, GradientNoiseScale* gns, Logger* logger,
+                       TrainStats* stats, double model_flops_per_token) {
+    ZeroEngine* z = &model->zero;
+    int total_batch_tokens = p->batch_tokens;
+    ZeroStepResult r;
+    zero_step_result(z, p->step, &r);
+    float train_loss = (float)zero_all_reduce_mean(z, model->loss_host[p->step % ZERO_STEP_SLOTS], "train loss");
+    noise_scale_step(gns, z);
+    double seconds = !p->timed_alone && isfinite(r.since_previous_s) ? r.since_previous_s : r.device_seconds;
+    double used = gpu_used_mib();
+    if (used > stats->peak_used_mib) stats->peak_used_mib = used;
+    stats->tokens_seen += total_batch_tokens;
+    // The mean leaves out the first step (warm-up costs) and the steps timed op by op (-ot).
+    int profiled = op_timer_times_step(&model->timer, p->step);
+    op_timer_step_read(&model->timer, p->step, r.device_seconds, r.comm_wait_s);
+    if (!p->first && !profiled) {
+        stats->train_seconds += seconds; stats->comm_wait_s += r.comm_wait_s; stats->timed_tokens += total_batch_tokens;
+        stats->timed_steps++;
+    }
+    double tokens_per_s = total_batch_tokens / seconds;
+    double mfu = tokens_per_s * model_flops_per_token / (PEAK_BF16_FLOPS * z->world_size);
+    double mean_step = stats->timed_steps > 0 ? stats->train_seconds / stats->timed_steps : seconds;
+    char eta[32];
+    format_eta(eta, sizeof(eta), mean_step * (p->max_steps - p->step));
+    if (z->rank == 0) {
+        char gns_text[32], offload_text[256];
+        printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | gns %s | %.1f ms | comm wait %.1f ms | sent %lld | "
+               "%.0f tok/s | MFU %.1f%% | eta %s%s\n", p->step, p->max_steps, train_loss, p->lr, r.grad_norm,
+               noise_scale_text(gns, gns_text, sizeof(gns_text)), seconds * 1000.0, r.comm_wait_s * 1000.0, r.sent_elements,
+               tokens_per_s, 100.0 * mfu, eta, zero_offload_step_text(z, offload_text, sizeof(offload_text)));
+        fflush(stdout);
+    }
+    char loss_text[32], norm_text[32], gns_fields[256], offload_fields[256];
+    logger_record(logger, "train", "\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.3f,"
+                  "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,"
+                  "\"sent_elements\":%lld,\"mfu\":%.4f%s,%s",
+                  p->step, json_number(loss_text, sizeof(loss_text), train_loss), p->lr,
+                  json_number(norm_text, sizeof(norm_text), r.grad_norm), seconds * 1000.0, tokens_per_s, stats->tokens_seen,
+                  total_batch_tokens, r.comm_wait_s * 1000.0, r.sent_elements, mfu,
+                  zero_offload_step_fields(z, offload_fields, sizeof(offload_fields)), noise_scale_train_fields(gns_fields, sizeof(gns_fields), gns));
+    p->step = 0;
+    if (!isfinite(train_loss) || !isfinite(r.grad_norm)) {
+        if (z->rank == 0)
+            fprintf(stderr, "error: step %d: loss %f, grad norm %f; expected finite values (lower -l, check the data; the last checkpoint is kept)\n",
+                    r.step, train_loss, r.grad_norm);
+        zero_ranks_stop();
+        return 0;
+    }
+    batch_schedule_after_step(batch, z, gns, r.step, model->B, model->T, logger);
+    return 1;
+}
+
 #ifndef TESTING
 int main(int argc, char** argv) {
     // Flags, ranks, batch arithmetic, output dir, the checkpoint to resume: common/train_setup.h.
@@ -683,6 +881,7 @@ int main(int argc, char** argv) {
     dataloader_init(&train_loader, args.train_pattern, B, T, rank, world_size);
     if (do_val) dataloader_init(&val_loader, args.val_pattern, B, T, rank, world_size);
 
+    double baseline_mib = gpu_used_mib(); // the CUDA context (and anything else on the GPU) before our buffers
     matmul_init();
     GPT2 model;
     char offload_err[512];
@@ -716,6 +915,10 @@ int main(int argc, char** argv) {
     lr_kind_from_name(args.lr_schedule, &schedule.kind); // checked in train_args_validate
     AdamWConfig opt = {0.9f, 0.95f, 1e-8f, args.weight_decay, args.grad_clip};
     double model_flops_per_token = flops_per_token(&model, T);
+    // -ot K: steps 3 .. K+2 of this run timed op family by op family (common/op_timer.cuh);
+    // marks per step: about 30 per layer and micro-step, plus the rest.
+    op_timer_init(&model.timer, args.op_timing_steps, start_step + 3, (32 * model.config.num_layers + 48) * grad_accum_steps + 64,
+                  z->compute);
 
     GradientNoiseScale gns; // common/noise_scale.h: which gradients the engine measures, per stage
     noise_scale_setup(&gns, args.gns_beta, B, T, world_size, grad_accum_steps, total_batch_tokens);
@@ -723,37 +926,58 @@ int main(int argc, char** argv) {
     if (rank == 0) print_run_config(&args, &model, run.init, &train_loader, do_val,
                                     grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, batch, &logger);
 
-    double train_seconds = 0.0, train_comm_wait_s = 0.0, peak_used_mib = 0.0, timed_tokens = 0.0;
-    long long tokens_seen = batch->state.tokens_seen; // 0, or the checkpoint's
-    int timed_steps = 0;
+    TrainStats stats = {0};
+    stats.tokens_seen = batch->state.tokens_seen; // 0, or the checkpoint's
+    StepPending pending = {0};
+    // A batch schedule (-d auto, -ds) picks step t+1's batch from step t's results: then the host
+    // reads each step back before queueing the next (one wait per step, the schedule's cost);
+    // with a fixed batch it reads step t while step t+1 is already queued. So does -zo cpu|nvme,
+    // whose step lines carry the step's own host<->device and NVMe bytes (engine counters the
+    // next step restarts); its host already waits inside each step (AdamW runs there), so the
+    // read-back costs it no overlap.
+    int sync_each_step = batch->kind != BATCH_FIXED || zero_offload_gpu_host_optimizer(z);
     float last_val_loss = NAN;
+    int synced = 1; // a host sync (eval, sample, checkpoint) since the last step: its gap is not the step's
     for (int step = start_step; step <= max_steps; step++) {
         int last_step = step == max_steps;
+        int val_due = do_val && (step % args.val_every == 0 || last_step);
+        int sample_due = args.sample_every > 0 && (step % args.sample_every == 0 || last_step) && (step > 0 || last_step);
+        int checkpoint_due = args.output_dir && args.checkpoint_every > 0 && step > start_step &&
+                             (step % args.checkpoint_every == 0 || last_step);
+        // Before anything that reads the model or the meter, or ends the run: the last step's
+        // results (printed, logged, into the meter).
+        if (pending.step > 0 && (sync_each_step || val_due || sample_due || checkpoint_due || last_step || run.fault.step == step)) {
+            if (!finish_step(&model, &pending, batch, &gns, &logger, &stats, model_flops_per_token)) return 1;
+            synced = 1;
+        }
         z->step = step + 1; // diagnoses name steps as the step lines do: from 1
-        if (do_val && (step % args.val_every == 0 || last_step)) {
+        if (val_due) {
             last_val_loss = gpt2_val_loss(&model, &val_loader, args.val_max_steps);
             if (rank == 0) printf("step %5d/%d | val loss %.6f\n", step, max_steps, last_val_loss);
             char val_text[32];
             logger_record(&logger, "val", "\"step\":%d,\"loss\":%s,\"tokens\":%lld", step,
-                          json_number(val_text, sizeof(val_text), last_val_loss), tokens_seen);
+                          json_number(val_text, sizeof(val_text), last_val_loss), stats.tokens_seen);
         }
-        if (args.sample_every > 0 && (step % args.sample_every == 0 || last_step) && (step > 0 || last_step)) {
-            gpt2_sample(&model, &tokenizer, args.gen_tokens, (uint64_t)args.seed + (uint64_t)step, rank == 0);
-        }
-        if (args.output_dir && args.checkpoint_every > 0 && step > start_step && (step % args.checkpoint_every == 0 || last_step)) {
+        if (sample_due) gpt2_sample(&model, &tokenizer, args.gen_tokens, (uint64_t)args.seed + (uint64_t)step, rank == 0);
+        if (checkpoint_due) {
             DataLoaderState data = dataloader_get_state(&train_loader);
-            batch->state.tokens_seen = tokens_seen;
+            batch->state.tokens_seen = stats.tokens_seen;
             zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, &batch->state, &gns.meter);
         }
         if (last_step || test_fault_at_step(&run.fault, step, rank)) break;
 
-        // One optimizer step: micro-steps of forward + backward (each unit's collective starts
-        // on the comm stream as backward finishes it), then AdamW on the owned slices. The batch
-        // is the schedule's, decided after the previous step.
+        // One optimizer step, enqueued without waiting: micro-steps of forward + backward (each
+        // unit's collective starts on the comm stream as backward finishes it), then AdamW on
+        // the owned slices with its clip factor on the device; the loss is copied to pinned
+        // memory behind the last forward. The host goes on to the previous step's results. The
+        // batch is the schedule's, decided after the previous step.
         total_batch_tokens = batch->state.batch_tokens;
         grad_accum_steps = batch_schedule_grad_accum_steps(batch);
-        double t0 = wall_seconds();
-        zero_step_begin(z, step + 1);
+        int t = step + 1, slot = t % ZERO_STEP_SLOTS;
+        zero_step_begin(z, t);
+        op_timer_step_begin(&model.timer, t);
+        model.loss_slot = slot;
+        CUDA_CHECK(cudaMemsetAsync(model.loss_sum_device + slot, 0, sizeof(float), z->compute));
         for (int micro_step = 0; micro_step < grad_accum_steps; micro_step++) {
             if (!args.overfit_single_batch || (step == 0 && micro_step == 0)) dataloader_next_batch(&train_loader);
             gpt2_forward(&model, train_loader.inputs, train_loader.targets, B, T,
@@ -762,60 +986,40 @@ int main(int argc, char** argv) {
             gpt2_backward(&model, B, T, micro_step == grad_accum_steps - 1);
         }
         z->measure_local_grad_norm = 0;
+        CUDA_CHECK(cudaMemcpyAsync(model.loss_host + slot, model.loss_sum_device + slot, sizeof(float), cudaMemcpyDeviceToHost,
+                                   z->compute));
         float lr = (float)(lr_at_step(&schedule, step) * batch_schedule_lr_scale(batch));
-        float grad_norm = zero_optimizer_step(z, &opt, lr, step + 1);
-        noise_scale_step(&gns, z);
-        // The mean over ranks, as one process with the global batch would report it.
-        float train_loss = (float)zero_all_reduce_mean(z, gpt2_take_loss(&model), "train loss");
-        double seconds = wall_seconds() - t0;
-        double comm_wait_ms = z->comm_wait_s_step * 1000.0;
-        long long sent = z->sent_elements_step;
-        double used = gpu_used_mib();
-        if (used > peak_used_mib) peak_used_mib = used;
-        tokens_seen += total_batch_tokens;
-        if (step > start_step) { // the first step includes warm-up costs
-            train_seconds += seconds; train_comm_wait_s += z->comm_wait_s_step; timed_tokens += total_batch_tokens; timed_steps++;
-        }
-        double tokens_per_s = total_batch_tokens / seconds;
-        double mfu = tokens_per_s * model_flops_per_token / (PEAK_BF16_FLOPS * world_size);
-        double mean_step = timed_steps > 0 ? train_seconds / timed_steps : seconds;
-        char eta[32];
-        format_eta(eta, sizeof(eta), mean_step * (max_steps - step - 1));
-        if (rank == 0) {
-            char gns_text[32], offload_text[256];
-            printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | gns %s | %.1f ms | comm wait %.1f ms | sent %lld | "
-                   "%.0f tok/s | MFU %.1f%% | eta %s%s\n", step + 1, max_steps, train_loss, lr, grad_norm,
-                   noise_scale_text(&gns, gns_text, sizeof(gns_text)), seconds * 1000.0, comm_wait_ms, sent, tokens_per_s,
-                   100.0 * mfu, eta, zero_offload_step_text(z, offload_text, sizeof(offload_text)));
-            fflush(stdout);
-        }
-        char loss_text[32], norm_text[32], gns_fields[256], offload_fields[256];
-        logger_record(&logger, "train", "\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.3f,"
-                      "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,"
-                      "\"sent_elements\":%lld,\"mfu\":%.4f%s,%s",
-                      step + 1, json_number(loss_text, sizeof(loss_text), train_loss), lr,
-                      json_number(norm_text, sizeof(norm_text), grad_norm), seconds * 1000.0, tokens_per_s, tokens_seen,
-                      total_batch_tokens, comm_wait_ms, sent, mfu, zero_offload_step_fields(z, offload_fields, sizeof(offload_fields)),
-                      noise_scale_train_fields(gns_fields, sizeof(gns_fields), &gns));
-        if (!isfinite(train_loss) || !isfinite(grad_norm)) {
-            // Every rank sees the same (all-reduced) values, so every rank stops here.
-            if (rank == 0)
-                fprintf(stderr, "error: step %d: loss %f, grad norm %f; expected finite values (lower -l, check the data; the last checkpoint is kept)\n",
-                        step + 1, train_loss, grad_norm);
-            zero_ranks_stop();
+        OP_MARK(&model, OP_OPTIMIZER);
+        zero_optimizer_step_async(z, &opt, lr, t);
+        op_timer_step_end(&model.timer);
+        model.loss_slot = LOSS_EVAL_SLOT;
+        if (pending.step > 0 && !finish_step(&model, &pending, batch, &gns, &logger, &stats, model_flops_per_token))
             return 1;
-        }
-        // The next step's batch, from this step's meter (read back above, in zero_optimizer_step).
-        batch_schedule_after_step(batch, z, &gns, step + 1, B, T, &logger);
+        pending = StepPending{t, max_steps, lr, synced, t == start_step + 1, total_batch_tokens};
+        synced = 0;
     }
-    if (rank == 0 && timed_steps > 0) {
-        double tokens_per_s = timed_tokens / train_seconds;
-        printf("done: mean step %.1f ms (comm wait %.1f ms), %.0f tok/s, MFU %.1f%% over %d steps, peak GPU memory %.1f MiB%s",
-               1000.0 * train_seconds / timed_steps, 1000.0 * train_comm_wait_s / timed_steps, tokens_per_s,
-               100.0 * tokens_per_s * model_flops_per_token / (PEAK_BF16_FLOPS * world_size), timed_steps,
-               peak_used_mib, do_val ? "" : "\n");
+    if (pending.step > 0 && !finish_step(&model, &pending, batch, &gns, &logger, &stats, model_flops_per_token))
+        return 1;
+    if (rank == 0 && stats.timed_steps > 0) {
+        double tokens_per_s = stats.timed_tokens / stats.train_seconds;
+        printf("done: mean step %.1f ms (comm wait %.1f ms), %.0f tok/s, MFU %.1f%% over %d steps, peak GPU memory %.1f MiB "
+               "(%.1f above the CUDA context)%s", 1000.0 * stats.train_seconds / stats.timed_steps,
+               1000.0 * stats.comm_wait_s / stats.timed_steps, tokens_per_s,
+               100.0 * tokens_per_s * model_flops_per_token / (PEAK_BF16_FLOPS * world_size), stats.timed_steps,
+               stats.peak_used_mib, stats.peak_used_mib - baseline_mib, do_val ? "" : "\n");
         if (do_val) printf(", final val loss %.6f\n", last_val_loss);
     }
+    if (rank == 0 && args.op_timing_steps > 0) {
+        OpCost cost[OP_NUM_FAMILIES];
+        const GPT2Config* cfg = &model.config;
+        op_costs_step(cost, B, T, cfg->channels, cfg->num_layers, cfg->num_heads, cfg->padded_vocab_size, grad_accum_steps,
+                      model.layout.padded_numel);
+        if (model.timer.steps_done < args.op_timing_steps)
+            printf("op timing: %d of the %d steps asked for were run (-x too small: steps 3 .. %d are timed)\n",
+                   model.timer.steps_done, args.op_timing_steps, args.op_timing_steps + 2);
+        op_timer_print(&model.timer, cost, stdout);
+    }
+    op_timer_free(&model.timer);
 
     logger_close(&logger);
     tokenizer_free(&tokenizer);

@@ -3,6 +3,7 @@
  * header the trainers include. Its parts live in zero/, one concern a file, included below in
  * this order (each needs only the ones above it):
  *
+ *   zero/mpi_single.h   without Open MPI only (ZERO_NO_MPI): <mpi.h>'s calls for one process
  *   zero/layout.h       shard layout and DESIGN.md's formulas (bytes per rank, elements sent)
  *   zero/nvme_io.h      asynchronous file I/O for the NVMe placement (io_uring or worker threads)
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, placement, ZeroEngine
@@ -16,6 +17,8 @@
  *   zero/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
  *   zero/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
  *   zero/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
+ *   zero/optimizer_gpu.cuh the GPU optimizer step: fp32 gradient norm, clipping on the device,
+ *                       one AdamW launch, results read back asynchronously (two steps in flight)
  *   zero/checkpoint.h   checkpoint save and resume over either engine
  *
  * Where a collective is issued: zero_grads_unit_ready (gradients: all-reduce or reduce-scatter,
@@ -59,7 +62,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+// Without Open MPI (make NO_USE_MPI=1, or no mpicc found): a one-process stand-in (world size 1).
+#ifndef ZERO_NO_MPI
+#define ZERO_NO_MPI 0
+#endif
+#if ZERO_NO_MPI
+#include "zero/mpi_single.h"
+#else
 #include <mpi.h>
+#endif
 // The GPU build: nvcc, or g++ over the CPU emulation of CUDA (dev/emu/emu.h; tests only).
 #if defined(__CUDACC__) || defined(CUDA_EMULATION)
 #define ZERO_GPU_BUILD 1
@@ -72,6 +83,11 @@
 #include "cpu/global_norm.h"
 #if ZERO_GPU_BUILD
 #include "common/cuda_utils.cuh" // bf16, CUDA_CHECK, NCCL_CHECK
+#include "kernels/adamw.cuh"       // AdamWPlan (the engine's multi-tensor optimizer plan)
+#if ZERO_NO_MPI
+#undef ZERO_COMM_MPI
+#define ZERO_COMM_MPI 1 // one process: no collective ever runs, no NCCL is linked
+#endif
 #ifndef ZERO_COMM_MPI
 #define ZERO_COMM_MPI 0 // 1: host-staged MPI collectives instead of NCCL (make ZERO_COMM=mpi)
 #endif
@@ -115,6 +131,7 @@ typedef float ZeroFloat;
 #include "zero/comm_gpu.cuh"
 #include "zero/offload_gpu.cuh"
 #include "zero/engine_gpu.cuh"
+#include "zero/optimizer_gpu.cuh"
 #endif
 #include "zero/checkpoint.h"
 

@@ -3,7 +3,8 @@
  * they mean the same thing (-i -j -e -o -n -y -b -t -d -l -u -q -c -k -x -v -m -s -g -a -z),
  * plus -gc (gradient clip), -sd (seed), -wt (collective wait timeout, seconds), -gb (EMA beta of
  * the gradient noise scale meter, common/gns.h; -1 turns the meter off), the batch schedule
- * (common/batch_schedule.h): -d auto with -dm, -d0, -df, -dw, -dl, or -ds by hand, and the
+ * (common/batch_schedule.h): -d auto with -dm, -d0, -df, -dw, -dl, or -ds by hand, -ot (CUDA
+ * build: the per-kernel table over that many steps, common/op_timer.cuh), and the
  * ZeRO-Offload / ZeRO-Infinity placement (zero/offload.h): -zo (optimizer state), -zp (stage-3
  * parameter shard), none|cpu|nvme each, and -zd (the NVMe directory).
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
@@ -56,6 +57,7 @@ typedef struct {
     const char* offload_optimizer; // -zo: none, cpu, nvme
     const char* offload_params;    // -zp: none, cpu, nvme (ZeRO stage 3)
     const char* offload_dir;       // -zd: directory of the NVMe offload files (NULL: none)
+    int op_timing_steps;       // -ot: CUDA build, steps timed op family by op family (0: off)
 } TrainArgs;
 
 #define TOTAL_BATCH_AUTO (-2) // -d auto
@@ -99,6 +101,7 @@ static const ArgSpec arg_specs[] = {
     {"-zo", ARG_STRING, ARG_FIELD(offload_optimizer), "optimizer state + AdamW: none (device), cpu (host RAM), nvme (files in -zd)"},
     {"-zp", ARG_STRING, ARG_FIELD(offload_params), "ZeRO-3 parameter shard between uses: none, cpu, nvme (files in -zd)"},
     {"-zd", ARG_STRING, ARG_FIELD(offload_dir), "directory for the NVMe offload files (one per rank, removed at exit)"},
+    {"-ot", ARG_INT, ARG_FIELD(op_timing_steps), "CUDA build: time op families over n steps after 2 warm-up ones, print the per-kernel table"},
 };
 #define NUM_ARG_SPECS (int)(sizeof(arg_specs) / sizeof(arg_specs[0]))
 
@@ -108,7 +111,7 @@ static const struct { const char* flag; long min, max; } arg_int_ranges[] = {
     {"-n", 0, INT_MAX}, {"-y", 0, 1},       {"-b", 1, INT_MAX},  {"-t", 1, INT_MAX}, {"-d", -1, INT_MAX},
     {"-u", 0, INT_MAX}, {"-x", -1, INT_MAX}, {"-v", 0, INT_MAX}, {"-m", 1, INT_MAX}, {"-s", 0, INT_MAX},
     {"-g", 1, 1048576}, {"-a", 0, 1},       {"-z", -1, 3},
-    {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX},
+    {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX}, {"-ot", 0, INT_MAX},
 };
 
 static void arg_int_range(const char* flag, long* min, long* max) {
@@ -153,6 +156,7 @@ static void train_args_defaults(TrainArgs* a) {
     a->offload_optimizer = "none";
     a->offload_params = "none";
     a->offload_dir = NULL;
+    a->op_timing_steps = 0;
 }
 
 static void train_args_print_help(const char* program, FILE* out) {

@@ -63,6 +63,13 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
     zero_placement_parse(args->offload_params, &run->offload.params);
     run->offload.dir = args->offload_dir;
     if (zero_offload_check_args(&run->offload, ZERO_STAGE, offload_err, sizeof(offload_err)) != 0) args_fail("%s", offload_err);
+#if !ZERO_GPU_BUILD
+    if (args->op_timing_steps > 0) {
+        fprintf(stderr, "error: -ot %d: the per-kernel table times CUDA kernels; expected -ot 0 here (train_gpt2cu has it)\n",
+                args->op_timing_steps);
+        exit(1);
+    }
+#endif
     if (args->resume && args->output_dir == NULL) {
         fprintf(stderr, "error: -y 1: resuming needs the checkpoint directory; expected -o <dir> as well\n");
         exit(1);

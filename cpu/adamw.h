@@ -156,10 +156,11 @@ static void adamw_update(float* params, const float* grads, float* m, float* v, 
 
 /*
  * The GPU build's AdamW on the host (ZeRO-Offload, -zo cpu|nvme; zero/offload_gpu.cuh): the
- * operations of kernels/adamw.cuh's adamw_kernel, fp32 master weights and Adam m, v, the
- * gradient and the parameters bf16 (passed as their 16-bit patterns), the parameters rounded
- * stochastically with the same bits the kernel draws (a hash of the step's seed and the flat
- * index), so an element is updated as the device would update it. OpenMP over contiguous blocks.
+ * operations of kernels/adamw.cuh's adamw_kernel, fp32 master weights and Adam m, v, the fp32
+ * gradient (the accumulated one the kernel reads), the parameters bf16 (passed as their 16-bit
+ * patterns), the parameters rounded stochastically with the same bits the kernel draws (a hash
+ * of the step's seed and the flat index), so an element is updated as the device would update
+ * it. OpenMP over contiguous blocks.
  */
 static inline uint32_t adamw_hash_u32(uint32_t x) { // kernels' hash_u32 (common/cuda_utils.cuh)
     x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> 16;
@@ -177,20 +178,13 @@ static inline uint16_t adamw_round_param_host(float w, uint32_t seed, size_t ind
     return (uint16_t)(bits >> 16);
 }
 
-static inline float adamw_bf16_to_float(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static void adamw_update_mixed(uint16_t* params, float* master, const uint16_t* grads, float* m, float* v, size_t n, float lr,
+static void adamw_update_mixed(uint16_t* params, float* master, const float* grads, float* m, float* v, size_t n, float lr,
                                float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                                uint32_t seed, size_t index_base) {
     float bias1 = 1.0f - powf(beta1, (float)t), bias2 = 1.0f - powf(beta2, (float)t);
     #pragma omp parallel for schedule(static) if (n > ADAMW_BLOCK)
     for (size_t i = 0; i < n; i++) {
-        float g = adamw_bf16_to_float(grads[i]) * grad_scale;
+        float g = grads[i] * grad_scale;
         float mi = beta1 * m[i] + (1.0f - beta1) * g;
         float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
         m[i] = mi;
@@ -201,6 +195,16 @@ static void adamw_update_mixed(uint16_t* params, float* master, const uint16_t* 
         master[i] = w;
         params[i] = adamw_round_param_host(w, seed, index_base + i);
     }
+}
+
+// The gradient scale of a step: clipping as torch.nn.utils.clip_grad_norm_ computes it,
+// min(1, grad_clip / (norm + 1e-6)) (grad_clip 0: none), times inv_world, where norm =
+// sqrt(norm_sq_sum) * inv_world (norm_sq_sum: squared norm of the gradient summed over ranks).
+// Twin of adamw_grad_scale_kernel (kernels/adamw.cuh).
+static float adamw_grad_scale(double norm_sq_sum, float grad_clip, float inv_world) {
+    float norm = (float)sqrt(norm_sq_sum * (double)inv_world * (double)inv_world);
+    float coef = grad_clip > 0.0f ? grad_clip / (norm + 1e-6f) : 1.0f;
+    return (coef < 1.0f ? coef : 1.0f) * inv_world;
 }
 
 #endif

@@ -22,6 +22,8 @@
 #   openblas/lib.tar.xz    libopenblas.so.0 (OpenMP variant), libopenblas.so, libgfortran.so.5,
 #                          libquadmath.so.0, xz-compressed: the library is 36 MB, 4 MB packed, and
 #                          the device tool carries at most 64 MiB with the working tree
+#   cudnn_frontend/include the cuDNN frontend's C++ headers (scripts/cudnn_frontend.sh, from PyPI;
+#                          3 MB), for the USE_CUDNN=1 build
 #   MANIFEST               versions, sizes, the newest glibc symbol version the bundle needs
 # Debian 12 libraries run on a newer glibc (the device image's Python 3.12.3 suggests Ubuntu
 # 24.04, glibc 2.39); gpu_check.sh prints both versions.
@@ -170,6 +172,13 @@ ln -s libopenblas.so.0 "$stage/libopenblas.so"
 tar -C "$stage" -cf - . | xz -T0 -6 >"$DEST/openblas/lib.tar.xz"
 openblas_libs=$(cd "$stage" && echo *)
 
+# ---- the cuDNN frontend's headers (header-only, 3 MB), for the USE_CUDNN=1 build: the device
+# machine has no network to fetch them. Optional: without them gpu_check skips cuDNN's attention.
+if [ -f build/cudnn_frontend/include/cudnn_frontend.h ] || bash scripts/cudnn_frontend.sh build/cudnn_frontend; then
+    rm -rf "$DEST/cudnn_frontend"; mkdir -p "$DEST/cudnn_frontend"
+    cp -r build/cudnn_frontend/include "$DEST/cudnn_frontend/include"
+else echo "device_deps: warning: no cuDNN frontend headers (scripts/cudnn_frontend.sh failed): gpu_check will skip cuDNN's attention" >&2; fi
+
 # ---- manifest and the size check
 glibc_needed=$(find "$DEST/mpi/lib" "$DEST/mpi/bin" "$stage" -type f \( -name '*.so*' -o -perm -u+x \) \
     -exec objdump -T {} + 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -t. -k2,2n -k3,3n -u | tail -1)
@@ -184,7 +193,7 @@ tree_bytes=$( { git ls-files -z; git ls-files -z -o --exclude-standard; } | xarg
     echo "needs at least: ${glibc_needed:-GLIBC (unknown)}"
     echo "mpi/lib: $(cd "$DEST/mpi/lib" && find . -maxdepth 1 ! -type d -printf '%f ' | tr ' ' '\n' | sort | tr '\n' ' ')"
 } >"$DEST/MANIFEST"
-for d in mpi/include mpi/lib mpi/lib/openmpi mpi/lib/pmix mpi/bin mpi/share openblas; do
+for d in mpi/include mpi/lib mpi/lib/openmpi mpi/lib/pmix mpi/bin mpi/share openblas $([ -d "$DEST/cudnn_frontend" ] && echo cudnn_frontend); do
     echo "device_deps: size $(du -sh "$DEST/$d" | cut -f1) $DEST/$d"
 done
 echo "device_deps: $DEST is $bytes bytes ($((bytes / 1024 / 1024)) MiB); working tree $((tree_bytes / 1024 / 1024)) MiB; limit 64 MiB together; needs ${glibc_needed:-?}"

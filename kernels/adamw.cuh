@@ -1,17 +1,22 @@
 /*
- * adamw.cuh: AdamW over a contiguous slice, GPU, with fp32 master weights. CPU twin: cpu/adamw.h.
- * For i < n: g = grads[i] (bf16) * grad_scale (grad_scale folds in clipping);
+ * adamw.cuh: AdamW with fp32 master weights, GPU, all tensors in one launch. CPU twin: cpu/adamw.h.
+ * For each element of each segment: g = grads[i] (fp32, the accumulated gradient) * grad_scale
+ * (read from device memory: it folds in clipping and the 1/world_size average, computed by
+ * adamw_grad_scale_cuda from the global norm on the device, so the host never waits for it):
  *   m = beta1 m + (1-beta1) g;  v = beta2 v + (1-beta2) g^2          (m, v fp32)
  *   master -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * master) (master fp32)
  *   params = bf16(master) with stochastic rounding                     (params bf16)
  * mhat = m / (1 - beta1^t), vhat = v / (1 - beta2^t), t = step counting from 1.
  * Source: Loshchilov & Hutter 2019, "Decoupled Weight Decay Regularization", Algorithm 2.
+ * Multi-tensor: a plan (adamw_plan_build, once per run) lists segments, contiguous runs of one
+ * tensor inside what this rank updates, each with its offsets in the five buffers and whether it
+ * is a 2-D weight (weight decay on those only, as on the CPU); the one launch has a block per
+ * chunk of ADAMW_CHUNK elements of a segment. One launch instead of one per tensor and unit
+ * (about 150 at d12): the per-launch cost and the tail of each small grid go away.
  * Stochastic rounding (see cuda_utils.cuh) keeps updates smaller than half a bf16 ulp alive in
  * expectation; the random bits come from a hash of (seed, global element index), so a step is
  * reproducible and an element rounds the same way whichever rank or ZeRO stage updates it
- * (index_base: flat-buffer index of the slice's first element).
- * All five arrays are the same slice (a rank's shard of a unit, or part of it); the caller
- * passes weight_decay = 0 for slices that are not 2-D weights, as on the CPU.
+ * (segment.index: the flat-buffer index of its first element).
  */
 #ifndef KERNELS_ADAMW_CUH
 #define KERNELS_ADAMW_CUH
@@ -26,21 +31,53 @@ __device__ __forceinline__ bf16 adamw_round_param(float w, uint32_t seed, size_t
     return float_to_bf16_stochastic(w, random_bits);
 }
 
-__global__ void adamw_kernel(bf16* params, float* master, const bf16* grads, float* m, float* v, size_t n, float lr,
-                             float beta1, float beta2, float bias1, float bias2, float eps, float weight_decay,
-                             float grad_scale, uint32_t seed, size_t index_base) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float g = __bfloat162float(grads[i]) * grad_scale;
-    float mi = beta1 * m[i] + (1.0f - beta1) * g;
-    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    float mhat = mi / bias1, vhat = vi / bias2;
-    float w = master[i];
-    w -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * w);
-    master[i] = w;
-    params[i] = adamw_round_param(w, seed, index_base + i);
+#define ADAMW_CHUNK 4096 // elements per block: 512 threads x 8
+
+// One contiguous run of one tensor: element offsets of its first element in each buffer
+// (m and v share the master weights' layout), its length, and its flat-buffer index.
+typedef struct {
+    size_t params, master, grads, length, index;
+    int decay; // 1: a 2-D weight (weight decay applies)
+} AdamWSegment;
+
+typedef struct { unsigned int segment, chunk; } AdamWChunk; // elements [chunk * ADAMW_CHUNK, +ADAMW_CHUNK) of segment
+
+__global__ void __launch_bounds__(512) adamw_kernel(bf16* params, float* master, const float* grads, float* m, float* v,
+                                                    const AdamWSegment* segments, const AdamWChunk* chunks, float lr,
+                                                    float beta1, float beta2, float bias1, float bias2, float eps,
+                                                    float weight_decay, const float* grad_scale, uint32_t seed) {
+    AdamWChunk c = chunks[blockIdx.x]; // the launcher offsets `chunks` to its first chunk
+    AdamWSegment s = segments[c.segment];
+    float scale = grad_scale[0];
+    float decay = s.decay ? weight_decay : 0.0f;
+    size_t first = (size_t)c.chunk * ADAMW_CHUNK;
+    size_t last = first + ADAMW_CHUNK < s.length ? first + ADAMW_CHUNK : s.length;
+    bf16* p = params + s.params;
+    float *w = master + s.master, *mm = m + s.master, *vv = v + s.master;
+    const float* g = grads + s.grads;
+    for (size_t i = first + threadIdx.x; i < last; i += blockDim.x) {
+        float gi = g[i] * scale;
+        float mi = beta1 * mm[i] + (1.0f - beta1) * gi;
+        float vi = beta2 * vv[i] + (1.0f - beta2) * gi * gi;
+        mm[i] = mi;
+        vv[i] = vi;
+        float mhat = mi / bias1, vhat = vi / bias2;
+        float wi = w[i];
+        wi -= lr * (mhat / (sqrtf(vhat) + eps) + decay * wi);
+        w[i] = wi;
+        p[i] = adamw_round_param(wi, seed, s.index + i);
+    }
+}
+
+// The gradient scale AdamW multiplies by: clipping as torch.nn.utils.clip_grad_norm_ computes it,
+// min(1, grad_clip / (norm + 1e-6)) (no clipping when grad_clip == 0), times inv_world (the
+// collectives summed over ranks). norm_sq_sum: the squared norm of the SUMMED gradient, so
+// norm = sqrt(norm_sq_sum) * inv_world. One thread. CPU twin: adamw_grad_scale (cpu/adamw.h).
+__global__ void adamw_grad_scale_kernel(float* grad_scale, const float* norm_sq_sum, float grad_clip, float inv_world) {
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    float norm = (float)sqrt((double)norm_sq_sum[0] * (double)inv_world * (double)inv_world);
+    float coef = grad_clip > 0.0f ? grad_clip / (norm + 1e-6f) : 1.0f;
+    grad_scale[0] = (coef < 1.0f ? coef : 1.0f) * inv_world;
 }
 
 // params (bf16, round to nearest) from master (fp32): after loading fp32 weights into master.
@@ -66,15 +103,60 @@ __global__ void params_to_master_kernel(float* master, const bf16* params, size_
 // ----------------------------------------------------------------------------------------------
 // Launchers
 
-// t: step counting from 1. seed: one per optimizer step (the same on every rank).
-static inline void adamw_update_cuda(bf16* params, float* master, const bf16* grads, float* m, float* v, size_t n,
-                                     float lr, float beta1, float beta2, float eps, float weight_decay,
-                                     float grad_scale, int t, uint32_t seed, size_t index_base, cudaStream_t stream) {
-    if (n == 0) return;
+// The plan on the device: segments and their chunks (one block each).
+typedef struct {
+    AdamWSegment* segments;
+    AdamWChunk* chunks;
+    int num_segments, num_chunks;
+} AdamWPlan;
+
+// Upload n segments (host array) and their chunk list; synchronous (set-up).
+static inline void adamw_plan_build(AdamWPlan* plan, const AdamWSegment* segments, int n) {
+    size_t num_chunks = 0;
+    for (int i = 0; i < n; i++) num_chunks += ceil_div_size(segments[i].length, ADAMW_CHUNK);
+    if (num_chunks > (size_t)INT32_MAX) { fprintf(stderr, "error: internal: adamw plan of %zu chunks\n", num_chunks); exit(1); }
+    AdamWChunk* host = (AdamWChunk*)malloc((num_chunks > 0 ? num_chunks : 1) * sizeof(AdamWChunk));
+    if (host == NULL) { fprintf(stderr, "error: out of host memory (adamw plan)\n"); exit(1); }
+    size_t k = 0;
+    for (int i = 0; i < n; i++)
+        for (size_t c = 0; c < ceil_div_size(segments[i].length, ADAMW_CHUNK); c++) host[k++] = AdamWChunk{(unsigned)i, (unsigned)c};
+    plan->num_segments = n;
+    plan->num_chunks = (int)num_chunks;
+    CUDA_CHECK(cudaMalloc(&plan->segments, (n > 0 ? n : 1) * sizeof(AdamWSegment)));
+    CUDA_CHECK(cudaMalloc(&plan->chunks, (num_chunks > 0 ? num_chunks : 1) * sizeof(AdamWChunk)));
+    if (n > 0) CUDA_CHECK(cudaMemcpy(plan->segments, segments, n * sizeof(AdamWSegment), cudaMemcpyHostToDevice));
+    if (num_chunks > 0) CUDA_CHECK(cudaMemcpy(plan->chunks, host, num_chunks * sizeof(AdamWChunk), cudaMemcpyHostToDevice));
+    free(host);
+}
+
+static inline void adamw_plan_free(AdamWPlan* plan) {
+    CUDA_CHECK(cudaFree(plan->segments));
+    CUDA_CHECK(cudaFree(plan->chunks));
+    plan->segments = NULL;
+    plan->chunks = NULL;
+}
+
+// One AdamW step over chunks [first_chunk, first_chunk + num_chunks) of the plan (all of it:
+// 0, plan->num_chunks). t: step counting from 1. seed: one per optimizer step (the same on
+// every rank). grad_scale: one float on the device. The five buffers are the bases the plan's
+// offsets count from.
+static inline void adamw_update_cuda(const AdamWPlan* plan, int first_chunk, int num_chunks, bf16* params, float* master,
+                                     const float* grads, float* m, float* v, float lr, float beta1, float beta2, float eps,
+                                     float weight_decay, const float* grad_scale, int t, uint32_t seed, cudaStream_t stream) {
+    if (num_chunks <= 0) return;
+    if (first_chunk < 0 || first_chunk + num_chunks > plan->num_chunks) {
+        fprintf(stderr, "error: internal: adamw chunks [%d, +%d) outside the plan's %d\n", first_chunk, num_chunks, plan->num_chunks);
+        exit(1);
+    }
     float bias1 = 1.0f - powf(beta1, (float)t), bias2 = 1.0f - powf(beta2, (float)t);
-    adamw_kernel<<<(unsigned)ceil_div_size(n, 512), 512, 0, stream>>>(params, master, grads, m, v, n, lr, beta1, beta2,
-                                                                     bias1, bias2, eps, weight_decay, grad_scale, seed,
-                                                                     index_base);
+    adamw_kernel<<<num_chunks, 512, 0, stream>>>(params, master, grads, m, v, plan->segments, plan->chunks + first_chunk, lr,
+                                                beta1, beta2, bias1, bias2, eps, weight_decay, grad_scale, seed);
+    CUDA_CHECK_LAUNCH();
+}
+
+static inline void adamw_grad_scale_cuda(float* grad_scale, const float* norm_sq_sum, float grad_clip, float inv_world,
+                                         cudaStream_t stream) {
+    adamw_grad_scale_kernel<<<1, 32, 0, stream>>>(grad_scale, norm_sq_sum, grad_clip, inv_world);
     CUDA_CHECK_LAUNCH();
 }
 

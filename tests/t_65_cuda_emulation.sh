@@ -9,9 +9,11 @@
 # collective (collectives complete late) or, with EMU_LAZY=1 (kernels queued until waited for), a
 # collective started before the kernels producing its input ran; wrong host logic around the
 # kernels.
-#   1. test_emu: the emulation catches the bugs it claims to (deliberately broken kernels);
-#      test_cublaslt_emu: the cuBLASLt model against a double-precision GEMM and its error cases.
-#   2. test_kernels: every kernel vs its CPU twin, under two scheduling seeds.
+#   1. test_emu, test_emu_ptx: the emulation catches the bugs it claims to (deliberately broken
+#      kernels; test_emu_ptx for mma.sync, ldmatrix and cp.async); test_cublaslt_emu: the
+#      cuBLASLt model against a double-precision GEMM and its error cases.
+#   2. test_kernels: every kernel vs its CPU twin, under two scheduling seeds; the launches seen
+#      match dev/ptxas_occupancy.py's launch table.
 #   3. test_gpt2cu at ZeRO stages 0-3 (one rank): the GPU model vs the PyTorch reference.
 #   4. train_gpt2cu, the reference model's config (V 1000, L 2, C 64) on synthetic tokens, 6 steps:
 #      2 ranks at stages 0-3 (NCCL build: NCCL's collectives carried by MPI and completing only
@@ -55,9 +57,19 @@ run_tests() {
 }
 
 run_tests emu_self "" build/emu/test_emu
+run_tests emu_ptx "" build/emu/test_emu_ptx
 run_tests emu_cublaslt_model "emu_cublaslt_model_" build/emu/test_cublaslt_emu
+# EMU_LAUNCH_LOG: every launch's configuration, for the occupancy table's cross-check below.
+export EMU_LAUNCH_LOG=$ET/launches.txt
 for seed in 1 2; do run_tests emu_kernels_seed$seed "emu_seed${seed}_" env EMU_SEED=$seed build/emu/test_kernels; done
+# The fallbacks of every fused cuBLASLt epilogue (GELU_AUX_BIAS, DGELU_BGRAD, BGRADB): the model's
+# heuristic refuses them, as cuBLASLt may for a shape, and the unfused kernels must agree too.
+run_tests emu_kernels_unfused "emu_unfused_" env EMU_CUBLASLT_NO_FUSED=1 build/emu/test_kernels
 for stage in 0 1 2 3; do run_tests emu_test_gpt2cu_z$stage "emu_z${stage}_" build/emu/test_gpt2cu_z$stage; done
+unset EMU_LAUNCH_LOG
+# dev/ptxas_occupancy.py's launch table (threads, dynamic shared memory at d12, behind t_62's
+# occupancy figures) against what the launchers really asked for in the runs above.
+run_tests emu_launch_table "emu_" python3 dev/ptxas_occupancy.py --check-launches "$ET/launches.txt"
 
 # Synthetic tokens below V = 1000 (the reference model's vocabulary), llm.c shard format.
 python3 tests/markov_shards.py "$ET" 1000 20000 4000 7
@@ -81,7 +93,12 @@ erun() {
 # (~6.9) at most 1.9e-4 apart, grad norms 4.3e-4 relative (the INFO lines). Tolerance 2e-3 for
 # both: 10x the measurement; a lost or doubled rank contribution moves the norm by far more.
 TOL=2e-3
-if erun 1 train_gpt2cu_z0 "$ET/ref"; then
+# The reference run also times steps 3-4 op family by op family (-ot 2): the per-kernel table's
+# FLOPs and bytes (common/op_costs.h) must equal dev/op_table.py's, computed op by op on its own
+# (its times mean nothing here).
+if erun 1 train_gpt2cu_z0 "$ET/ref" -ot 2; then
+    check emu_op_table_costs_match_dev_op_table python3 dev/op_table.py --L 2 --C 64 --NH 4 --Vp 1024 --maxT 64 --B 8 --T 32 \
+        --check-log "$ET/ref.out"
     # NCCL (the default build; collectives through dev/emu/nccl_emu.h) at every stage, and the
     # host-staged MPI backend at stage 2.
     for binary in train_gpt2cu_z0 train_gpt2cu_z1 train_gpt2cu_z2 train_gpt2cu_z3 train_gpt2cu_mpi_z2; do
@@ -107,6 +124,20 @@ if erun 1 train_gpt2cu_z0 "$ET/ref"; then
 else
     echo "FAIL emu_train_gpt2cu_z0_np1_runs: $(grep -v -i tokenizer "$ET/ref.out" | tail -3 | tr '\n' ' ')"
 fi
+
+# One GPU without MPI (zero/mpi_single.h, make NO_USE_MPI=1): the same 6 steps as the MPI/NCCL
+# build's one-rank run, identically (at world size 1 no collective runs in either), and a launch
+# of several tasks is one error line.
+name=emu_train_gpt2cu_nompi_z0
+if erun 1 train_gpt2cu_nompi_z0 "$ET/nompi"; then
+    check "${name}_identical_to_nccl_build_np1" python3 tests/zero_logcheck.py same "$ET/ref" "$ET/nompi"
+    check "${name}_says_no_mpi" grep -q "collectives none (one process, built without MPI)" "$ET/nompi.out"
+else
+    echo "FAIL ${name}_runs: $(grep -v -i tokenizer "$ET/nompi.out" | tail -3 | tr '\n' ' ')"
+fi
+check_fails "${name}_under_mpirun_is_one_error" "error: launcher: OMPI_COMM_WORLD_SIZE=2" \
+    env OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_RANK=0 build/emu/train_gpt2cu_nompi_z0 -e dev/reference/gpt2_ref_model.bin \
+    -t 32 -b 4 -x 1 -s 0 -v 0 -i "$ET/train.bin"
 
 # Gradient accumulation: 2 micro-steps of B 2 per rank (-d 256 = the same 256-token global batch)
 # at stages 2 and 3, where each micro-step's reduce-scatter output is added into the gradient

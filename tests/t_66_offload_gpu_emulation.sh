@@ -11,8 +11,8 @@
 #     x86-64 (no FMA), so they agree exactly (measured: identical). On a GPU, nvcc may fuse
 #     multiply-adds the host does not: there the comparison would need a tolerance (gpu_check.sh
 #     prints the difference)
-#   - the bytes copied host<->device each step equal the formula: the gradient shard down (2Ψ/N),
-#     the parameter shard up (2Ψ/N; with -zp before every all-gather, (4AΨ + 2AE)/N)
+#   - the bytes copied host<->device each step equal the formula: the fp32 gradient shard down
+#     (4Ψ/N), the bf16 parameter shard up (2Ψ/N; with -zp before every all-gather, (4AΨ + 2AE)/N)
 #   - a checkpoint saved under -zo cpu resumes in memory onto the straight run, byte for byte
 #   - -zp without -zo is one error line
 source "$(dirname "$0")/lib.sh"
@@ -49,7 +49,7 @@ cfg = next(r for r in recs if r["kind"] == "config")
 n, a = cfg["world_size"], cfg["grad_accum_steps"]
 units, wte = layout_units(cfg, True)
 shard = [padded(u, n) // n for u in units]
-down = 2 * sum(shard)
+down = 4 * sum(shard)  # fp32 gradient shard
 up = 2 * sum(s * a * (3 if i in wte else 2) for i, s in enumerate(shard)) if zp else down
 bad = [(r["step"], r.get("d2h_bytes"), r.get("h2d_bytes")) for r in recs if r["kind"] == "train" and (r.get("d2h_bytes"), r.get("h2d_bytes")) != (down, up)]
 print(f"down {down} up {up} bytes per step (formula); {len(bad)} steps differ {bad[:2]}")

@@ -15,10 +15,10 @@ recomputed here from the model config.
   counts RUN STAGE
       each train record's sent_elements equals DESIGN.md's formula for STAGE, the config record's
       world size N and accumulation A, with Ψ (and E, the units of the vocab-chunked wte) recomputed
-      from L, C, Vp, maxT; and the config
-      record's params+grads+optimizer bytes equal the stage's memory formula (the mixed-precision
-      one, 2Ψ bf16 params + 2Ψ bf16 grads + 12Ψ fp32 master/m/v, for a GPU build's log: its config
-      record names a "device")
+      from L, C, Vp, maxT; and the config record's params+grads+optimizer bytes equal the stage's
+      memory formula (for a GPU build's log, whose config record names a "device": 2Ψ bf16 params,
+      grads as one bf16 micro-step (2Ψ, stages 0-1) plus their fp32 accumulation (4Ψ at stages
+      0-1, 4Ψ/N at 2-3), 12Ψ fp32 master/m/v)
 """
 import json
 import sys
@@ -120,8 +120,8 @@ def main():
         if chunked and cfg["wte_units"] != len(wte):
             print(f"wte units: log {cfg['wte_units']}, recomputed {len(wte)}")
             return 1
-        if "device" in cfg:  # GPU build: bf16 params and grads, fp32 master + m + v (ZeRO paper, K = 12)
-            mem = {0: 16 * psi, 1: 4 * psi + 12 * psi // n, 2: 2 * psi + 14 * psi // n, 3: 16 * psi // n}[stage]
+        if "device" in cfg:  # GPU build: bf16 params, bf16 + fp32 grads, fp32 master + m + v (ZeRO paper, K = 12)
+            mem = {0: 20 * psi, 1: 8 * psi + 12 * psi // n, 2: 2 * psi + 16 * psi // n, 3: 18 * psi // n}[stage]
         else:  # CPU build: fp32 params and grads are the master copy, fp32 m + v
             mem = {0: 16 * psi, 1: 8 * psi + 8 * psi // n, 2: 4 * psi + 12 * psi // n, 3: 16 * psi // n}[stage]
         got_mem = cfg["bytes_params"] + cfg["bytes_grads"] + cfg["bytes_optimizer"]

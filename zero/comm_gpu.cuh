@@ -12,7 +12,9 @@
 #error "zero/comm_gpu.cuh is part of the ZeRO engine; include zero.cuh"
 #endif
 
-#if ZERO_COMM_MPI
+#if ZERO_NO_MPI
+#define ZERO_COMM_NAME "none (one process, built without MPI)"
+#elif ZERO_COMM_MPI
 #define ZERO_COMM_NAME "MPI (host-staged)"
 #else
 #define ZERO_COMM_NAME "NCCL"
@@ -38,6 +40,9 @@ static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size
     *rank = 0;
     *world_size = 1;
     int local_rank = 0;
+#if ZERO_NO_MPI
+    zero_single_process_check(); // zero/mpi_single.h: several tasks started is one error
+#endif
     if (zero_launched_by_mpi()) {
         int provided;
         MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
@@ -180,10 +185,11 @@ static void zero_stream_after(cudaStream_t waiter, cudaStream_t producer, cudaEv
 // The compute stream waits for `event` (recorded on the comm stream; a no-op if never
 // recorded). The time it stands still there is exposed communication: an event pair on the
 // compute stream brackets the wait (the first completes when compute's earlier work is done,
-// the second when the awaited collective is too), read at the optimizer step
-// (zero_stall_collect). Past stall_capacity pairs in one step the waits go untimed.
+// the second when the awaited collective is too), read with the step's results
+// (zero_stall_collect), in the current step's half of the pairs (stall_base). Past
+// stall_capacity pairs in one step the waits go untimed.
 static void zero_compute_wait(ZeroEngine* z, cudaEvent_t event) {
-    int k = z->stall_count < z->stall_capacity ? z->stall_count++ : -1;
+    int k = z->stall_count < z->stall_capacity ? z->stall_base + z->stall_count++ : -1;
     if (k >= 0) CUDA_CHECK(cudaEventRecord(z->stall_begin[k], z->compute));
     CUDA_CHECK(cudaStreamWaitEvent(z->compute, event, 0));
     if (k >= 0) CUDA_CHECK(cudaEventRecord(z->stall_end[k], z->compute));
@@ -192,15 +198,14 @@ static void zero_compute_wait(ZeroEngine* z, cudaEvent_t event) {
 // The compute stream waits for op's collective (and what is queued behind it on comm).
 static void zero_compute_wait_op(ZeroEngine* z, const ZeroOp* op) { zero_compute_wait(z, op->done); }
 
-// After a host sync of the compute stream: the stalls timed since the step began, in seconds.
-static double zero_stall_collect(ZeroEngine* z) {
+// Once the compute stream has passed them: the stalls timed in pairs [base, base + count), in seconds.
+static double zero_stall_collect(ZeroEngine* z, int base, int count) {
     double seconds = 0.0;
-    for (int k = 0; k < z->stall_count; k++) {
+    for (int k = base; k < base + count; k++) {
         float ms = 0.0f;
         CUDA_CHECK(cudaEventElapsedTime(&ms, z->stall_begin[k], z->stall_end[k]));
         seconds += ms / 1000.0;
     }
-    z->stall_count = 0;
     return seconds;
 }
 
@@ -306,6 +311,37 @@ static void zero_device_collective(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, c
 #endif
     }
     CUDA_CHECK(cudaEventRecord(op->done, z->comm));
+}
+
+/*
+ * Sum of n floats on the device (x, fp32) over all ranks, in place, ordered on the compute stream:
+ * the optimizer's squared norms. NCCL: an all-reduce of n floats on the comm stream between two
+ * event waits, so the host does not wait (the compute stream's wait is timed as exposed
+ * communication). Host-staged MPI backend: the host waits for x, sums it with zero.cuh's scalar
+ * all-reduce (in double) and copies it back (a host stall, as every collective of that backend).
+ * One rank: nothing to do. Not counted in the elements sent (a scalar collective).
+ */
+static void zero_device_all_reduce_floats(ZeroEngine* z, float* x, int n, const char* what) {
+    if (z->world_size == 1) return;
+#if ZERO_COMM_MPI
+    float staged[8];
+    double sums[8];
+    if (n > 8) { fprintf(stderr, "error: internal: zero_device_all_reduce_floats of %d > 8 floats\n", n); zero_abort_all_ranks(1); }
+    CUDA_CHECK(cudaMemcpyAsync(staged, x, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, z->compute));
+    zero_stream_synchronize(z, z->compute, what);
+    for (int i = 0; i < n; i++) sums[i] = staged[i];
+    zero_all_reduce_sum_doubles(z, sums, n, what);
+    for (int i = 0; i < n; i++) staged[i] = (float)sums[i];
+    CUDA_CHECK(cudaMemcpyAsync(x, staged, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, z->compute));
+    zero_stream_synchronize(z, z->compute, what); // staged is on this stack frame
+#else
+    (void)what;
+    z->scalar_all_reduces_step++;
+    zero_stream_after(z->comm, z->compute, z->compute_mark);
+    NCCL_CHECK(ncclAllReduce(x, x, (size_t)n, ncclFloat32, ncclSum, z->nccl, z->comm));
+    CUDA_CHECK(cudaEventRecord(z->comm_mark, z->comm));
+    zero_compute_wait(z, z->comm_mark);
+#endif
 }
 
 #endif // ZERO_COMM_GPU_CUH

@@ -8,23 +8,28 @@
  * gradient buffer (zero_grads_unit) and says when it is final (zero_grads_unit_ready), and the
  * trainer brackets each optimizer step with zero_step_begin and zero_optimizer_step. The
  * functions below keep the CPU engine's names and structure; what differs is where work runs:
- *   - params and grads are bf16 on the device; master weights and Adam m, v are fp32 on the
- *     device (DESIGN.md's 2Ψ+2Ψ+12Ψ rows, zero_state_bytes_formula_mixed);
+ *   - params are bf16 on the device; master weights and Adam m, v are fp32 on the device. Each
+ *     micro-step's gradients are bf16 (what the kernels write), accumulated across micro-steps
+ *     in fp32 (grads_fp32), which the optimizer reads: stages 0, 1 add every micro-step into a
+ *     full fp32 buffer and reduce on the last one (the sum rounded once to bf16 for the
+ *     collective, the result back into fp32); stages 2, 3 add each micro-step's reduced slice
+ *     into an fp32 shard. Bytes per rank: zero_state_bytes_formula_mixed (2Ψ+(2+4)Ψ+12Ψ at
+ *     stage 0 ... (2+4+12)Ψ/N at stage 3);
  *   - the model's kernels run on z->compute, every bulk collective on z->comm. A collective
  *     starts behind an event recorded on the stream that produced its input, and records its
  *     own event (op->done); whoever reads the result makes its stream wait on that event
  *     (zero_compute_wait_op). Where the CPU engine's host blocks on an MPI request, the GPU
  *     engine's compute stream waits instead: the host never waits inside forward or backward;
- *   - stages 2-3 add each unit's reduced slice into the gradient shard on the comm stream,
- *     right behind its reduce-scatter (the CPU engine does that addition when it finishes the
- *     working unit);
- *   - the optimizer step waits for the comm stream, reads the squared norm of the owned
- *     gradient slices back (one host wait per step) and sums it over ranks with zero.cuh's
- *     scalar MPI all-reduce; the 1/world_size average is folded into AdamW's gradient scale;
+ *   - the fp32 additions run on the comm stream: stages 2-3 right behind the unit's
+ *     reduce-scatter (the CPU engine does that addition when it finishes the working unit),
+ *     stages 0-1 behind the unit's backward (overlapping the units below it);
+ *   - the optimizer step (zero/optimizer_gpu.cuh) waits for the comm stream and runs on the
+ *     device only: norm, its all-reduce over ranks (NCCL), clip factor, one AdamW launch; the
+ *     host reads the norm later (zero_step_result), so it never waits inside a step;
  *   - the gradient noise scale meter's local norm (measure_local_grad_norm) is a kernel on the
  *     compute stream that adds into a device scalar, read back with the global norm's.
- * The host waits only at the optimizer's norm read-back, at set-up, at checkpoints and where the
- * trainer reads the loss, always through zero_device_wait: a poll with a clock that also checks
+ * The host waits only for a step's results (zero_step_result, while the next step runs), at
+ * set-up, at checkpoints and where the trainer reads a val loss, always through zero_device_wait: a poll with a clock that also checks
  * NCCL for asynchronous errors. Past -wt seconds without a collective finishing, it names the
  * oldest one not finished (rank, collective, unit, step), aborts the NCCL communicator and then
  * every rank (MPI_Abort).
@@ -49,8 +54,10 @@
 #include "common/rng.h" // splitmix64: the per-step AdamW rounding seed
 #include "kernels/adamw.cuh"
 #include "kernels/global_norm.cuh"
-#include "kernels/residual.cuh"
+#include "kernels/grad_accum.cuh"
 #include "kernels/rows.cuh"
+
+static void zero_adamw_plan_init(ZeroEngine* z); // zero/optimizer_gpu.cuh
 
 // ============================================================================================
 // Set-up
@@ -94,21 +101,27 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     CUDA_CHECK(cudaStreamCreateWithFlags(&z->compute, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&z->comm, cudaStreamNonBlocking));
     size_t params_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_PARAMS, 1);
-    size_t grads_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_GRADS, 1);
+    size_t grads_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_GRADS, 1); // fp32: full or shard
+    size_t grads_bf16_n = ZERO_STAGE <= 1 ? layout->padded_numel : 0;          // one micro-step (stages 2, 3: working units)
     size_t state_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_ADAM_M, 1); // master, m, v alike
     zero_offload_setup(z, offload); // -zo/-zp (zero/offload.h): what is off the device is not allocated here
     int host_optimizer = zero_offload_gpu_host_optimizer(z), params_off = zero_offload_gpu_params_off(z);
     if (!params_off) z->params = (bf16*)zero_device_calloc(params_n, sizeof(bf16), "parameters (bf16)");
-    z->grads = (bf16*)zero_device_calloc(grads_n, sizeof(bf16), "gradients (bf16)");
+    z->grads = (bf16*)zero_device_calloc(grads_bf16_n, sizeof(bf16), "gradients (bf16, one micro-step)");
+    z->grads_fp32 = (float*)zero_device_calloc(grads_n, sizeof(float), "gradients (fp32, accumulated)");
     if (!host_optimizer) {
         z->master = (float*)zero_device_calloc(zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_MASTER, 1), sizeof(float), "master weights");
         z->m = (float*)zero_device_calloc(state_n, sizeof(float), "Adam m");
         z->v = (float*)zero_device_calloc(state_n, sizeof(float), "Adam v");
     }
     z->bytes_params = params_n * sizeof(bf16);
-    z->bytes_grads = grads_n * sizeof(bf16);
+    z->bytes_grads = grads_bf16_n * sizeof(bf16) + grads_n * sizeof(float);
     z->bytes_optimizer = 3 * state_n * sizeof(float);
     int n = layout->num_units;
+    z->grad_folds = (int*)zero_calloc((size_t)n, sizeof(int), "gradient accumulation counts");
+    z->grad_open = (int*)zero_calloc((size_t)n, sizeof(int), "gradient requests");
+    z->grad_fold_done = (cudaEvent_t*)zero_calloc((size_t)n, sizeof(cudaEvent_t), "gradient accumulation events");
+    for (int u = 0; u < n; u++) CUDA_CHECK(cudaEventCreateWithFlags(&z->grad_fold_done[u], cudaEventDisableTiming));
     if (ZERO_STAGE <= 1) {
         z->grad_ops = (ZeroOp*)zero_calloc((size_t)n, sizeof(ZeroOp), "gradient collectives");
         for (int u = 0; u < n; u++) zero_op_init(&z->grad_ops[u]);
@@ -144,20 +157,31 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     CUDA_CHECK(cudaEventCreateWithFlags(&z->comm_mark, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&z->host_mark, cudaEventDisableTiming));
     // Stall timers: a step waits at most about 3 times per unit (stage 3: gather before forward
-    // and before backward, reduce-scatter of a working unit) plus the optimizer's wait.
+    // and before backward, reduce-scatter of a working unit) plus the optimizer's waits; one set
+    // per step slot (one step's are read while the next one's are recorded).
     z->stall_capacity = 4 * layout->num_units + 8;
     z->stall_count = 0;
-    z->stall_begin = (cudaEvent_t*)malloc((size_t)z->stall_capacity * sizeof(cudaEvent_t));
-    z->stall_end = (cudaEvent_t*)malloc((size_t)z->stall_capacity * sizeof(cudaEvent_t));
+    z->stall_base = 0;
+    z->stall_begin = (cudaEvent_t*)malloc((size_t)ZERO_STEP_SLOTS * z->stall_capacity * sizeof(cudaEvent_t));
+    z->stall_end = (cudaEvent_t*)malloc((size_t)ZERO_STEP_SLOTS * z->stall_capacity * sizeof(cudaEvent_t));
     if (z->stall_begin == NULL || z->stall_end == NULL) { fprintf(stderr, "error: out of host memory (stall timers)\n"); exit(1); }
-    for (int k = 0; k < z->stall_capacity; k++) {
+    for (int k = 0; k < ZERO_STEP_SLOTS * z->stall_capacity; k++) {
         CUDA_CHECK(cudaEventCreate(&z->stall_begin[k]));
         CUDA_CHECK(cudaEventCreate(&z->stall_end[k]));
     }
     // norm_device[0]: squared norm of the owned slices; [1]: the GNS meter's local squared norm.
     z->norm_device = (float*)zero_device_calloc(2, sizeof(float), "gradient norms");
     z->norm_scratch = (float*)zero_device_calloc(GLOBAL_NORM_BLOCKS, sizeof(float), "gradient norm scratch");
-    CUDA_CHECK(cudaMallocHost((void**)&z->norm_host, 2 * sizeof(float)));
+    z->grad_scale_device = (float*)zero_device_calloc(1, sizeof(float), "gradient scale");
+    for (int k = 0; k < ZERO_STEP_SLOTS; k++) {
+        ZeroStepSlot* slot = &z->step_slots[k];
+        CUDA_CHECK(cudaEventCreate(&slot->begin));
+        CUDA_CHECK(cudaEventCreate(&slot->done));
+        CUDA_CHECK(cudaMallocHost((void**)&slot->norm_host, 2 * sizeof(float)));
+        slot->pending = 0;
+        slot->step = -1;
+    }
+    zero_adamw_plan_init(z);
     // The memsets above ran on the legacy stream, which the non-blocking streams do not order
     // against: finish them before any engine or model work.
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -193,12 +217,14 @@ static void zero_free(ZeroEngine* z) {
     z->nccl = NULL;
 #endif
     zero_active_engine = NULL;
-    CUDA_CHECK(cudaFree(z->params)); CUDA_CHECK(cudaFree(z->grads));
+    CUDA_CHECK(cudaFree(z->params)); CUDA_CHECK(cudaFree(z->grads)); CUDA_CHECK(cudaFree(z->grads_fp32));
     CUDA_CHECK(cudaFree(z->master)); CUDA_CHECK(cudaFree(z->m)); CUDA_CHECK(cudaFree(z->v));
     int n = z->layout->num_units;
     for (int u = 0; z->grad_ops && u < n; u++) CUDA_CHECK(cudaEventDestroy(z->grad_ops[u].done));
     for (int u = 0; z->param_ops && u < n; u++) CUDA_CHECK(cudaEventDestroy(z->param_ops[u].done));
     free(z->grad_ops); free(z->param_ops);
+    for (int u = 0; u < n; u++) CUDA_CHECK(cudaEventDestroy(z->grad_fold_done[u]));
+    free(z->grad_folds); free(z->grad_open); free(z->grad_fold_done);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
         ZeroWorkingUnit* units[2] = {&z->param_work[i], &z->grad_work[i]};
         for (int k = 0; k < 2; k++) {
@@ -209,13 +235,19 @@ static void zero_free(ZeroEngine* z) {
     }
     CUDA_CHECK(cudaEventDestroy(z->compute_mark)); CUDA_CHECK(cudaEventDestroy(z->comm_mark));
     CUDA_CHECK(cudaEventDestroy(z->host_mark));
-    for (int k = 0; k < z->stall_capacity; k++) {
+    for (int k = 0; k < ZERO_STEP_SLOTS * z->stall_capacity; k++) {
         CUDA_CHECK(cudaEventDestroy(z->stall_begin[k]));
         CUDA_CHECK(cudaEventDestroy(z->stall_end[k]));
     }
     free(z->stall_begin); free(z->stall_end);
-    CUDA_CHECK(cudaFree(z->norm_device)); CUDA_CHECK(cudaFree(z->norm_scratch));
-    CUDA_CHECK(cudaFreeHost(z->norm_host));
+    CUDA_CHECK(cudaFree(z->norm_device)); CUDA_CHECK(cudaFree(z->norm_scratch)); CUDA_CHECK(cudaFree(z->grad_scale_device));
+    for (int k = 0; k < ZERO_STEP_SLOTS; k++) {
+        CUDA_CHECK(cudaEventDestroy(z->step_slots[k].begin));
+        CUDA_CHECK(cudaEventDestroy(z->step_slots[k].done));
+        CUDA_CHECK(cudaFreeHost(z->step_slots[k].norm_host));
+    }
+    adamw_plan_free(&z->adamw_plan);
+    free(z->adamw_unit_chunks);
     free(z->host_float); free(z->host_bf16);
     free(z->kept_count); free(z->kept_first); free(z->kept_tokens); free(z->kept_row0);
     CUDA_CHECK(cudaFree(z->kept_data));
@@ -312,19 +344,23 @@ static void zero_reserve_kept_rows(ZeroEngine* z, size_t max_rows, int row_len) 
 }
 
 /*
- * The bf16 buffer backward accumulates the unit's gradients into (padded_numel elements); called
- * once per unit per backward, twice for a wte unit (LM head, then encoder). Stages 0, 1: the unit
- * in the full gradient buffer (accumulating over micro-steps and both uses). Stages 2, 3: a
- * working unit zeroed on the compute stream, into which the rows zero_grads_unit_partly_ready set
- * aside go back; when none is free, the oldest unit's reduce-scatter is finished first (the
- * compute stream waits for it).
+ * The bf16 buffer backward accumulates the unit's gradients into (padded_numel elements) for
+ * this micro-step; called once per unit per backward, twice for a wte unit (LM head, then
+ * encoder). Stages 0, 1: the unit in the full bf16 buffer, zeroed on the compute stream when
+ * backward first asks for it in a micro-step (the encoder's second request adds to the LM
+ * head's); its previous micro-step was added into fp32 on the comm stream, which the compute
+ * stream waits for first (untimed: engine work, not communication; long done when backward
+ * comes back to the unit). Stages 2, 3: a working unit zeroed on the compute stream, into which
+ * the rows zero_grads_unit_partly_ready set aside go back; when none is free, the oldest unit's
+ * reduce-scatter is finished first (the compute stream waits for it).
  */
 static bf16* zero_grads_unit(ZeroEngine* z, int unit) {
     zero_device_progress(z);
+    bf16* buffer;
     if (ZERO_STAGE >= 2) {
         ZeroWorkingUnit* w = zero_grad_work_acquire(z, unit); // the policy shared with the CPU engine
-        // A free working unit was finished (compute waited for its last reduce-scatter): zero it.
-        CUDA_CHECK(cudaMemsetAsync(w->data, 0, z->layout->units[unit].padded_numel * sizeof(bf16), z->compute));
+        buffer = w->data; // finished: compute waited for its last reduce-scatter and addition
+        CUDA_CHECK(cudaMemsetAsync(buffer, 0, z->layout->units[unit].padded_numel * sizeof(bf16), z->compute));
         int count = z->kept_count[unit];
         if (count > 0) {
             rows_put_cuda(w->data, z->kept_data + z->kept_first[unit] * (size_t)z->kept_row_len, z->kept_tokens[unit],
@@ -332,23 +368,41 @@ static bf16* zero_grads_unit(ZeroEngine* z, int unit) {
             z->kept_count[unit] = 0;
             z->kept_pending--;
         }
-        return w->data;
+        return buffer;
     }
-    return z->grads + z->layout->units[unit].offset;
+    buffer = z->grads + z->layout->units[unit].offset;
+    if (z->grad_open[unit]) return buffer; // the wte unit's second request (encoder): add to the LM head's
+    z->grad_open[unit] = 1;
+    if (z->grad_folds[unit] > 0) CUDA_CHECK(cudaStreamWaitEvent(z->compute, z->grad_fold_done[unit], 0));
+    CUDA_CHECK(cudaMemsetAsync(buffer, 0, z->layout->units[unit].padded_numel * sizeof(bf16), z->compute));
+    return buffer;
+}
+
+// grads_fp32's part that a unit's reduced gradient lands in: the whole unit at stage 0 (the
+// all-reduce leaves it whole), this rank's slice at stages 1-3; n elements.
+static float* zero_grads_fp32_target(ZeroEngine* z, int unit, size_t* n) {
+    const ParamUnit* u = &z->layout->units[unit];
+    *n = ZERO_STAGE == 0 ? u->padded_numel : u->shard_numel;
+    if (ZERO_STAGE == 0) return z->grads_fp32 + u->offset;
+    return zero_owned(z, z->grads_fp32, ZERO_BUF_GRADS, unit);
 }
 
 // Stages 2, 3: the unit's working unit is ready (on the compute stream) for its reduce-scatter:
 // the GNS meter's local norm first, then in place on the comm stream, padded_numel elements in,
-// this rank's shard_numel reduced slice out at w->data + rank*shard_numel, added into the
-// shard (bf16) on the same stream: shard += this micro-step's reduced slice.
+// this rank's shard_numel reduced slice out at w->data + rank*shard_numel, then into the fp32
+// shard on the same stream: shard (+)= the reduced slice (the step's first reduction of the unit
+// sets it; a wte unit is reduced twice per micro-step, zero_grads_unit_partly_ready).
 static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
     const ParamUnit* u = &z->layout->units[unit];
     if (z->measure_local_grad_norm) norm_squared_cuda(z->norm_device + 1, z->norm_scratch, w->data, u->padded_numel, 1, z->compute);
     zero_stream_after(z->comm, z->compute, z->compute_mark);
     zero_device_collective(z, &w->op, ZERO_OP_REDUCE_SCATTER, NULL, w->data, u->padded_numel, unit, "gradients");
-    bf16* shard = zero_owned(z, z->grads, ZERO_BUF_GRADS, unit);
-    residual_forward_cuda(shard, shard, w->data + (size_t)z->rank * u->shard_numel, u->shard_numel, z->comm);
+    size_t target_n;
+    float* target = zero_grads_fp32_target(z, unit, &target_n);
+    grad_accumulate_cuda(target, w->data + (size_t)z->rank * u->shard_numel, target_n, z->grad_folds[unit] == 0 ? GRAD_SET : GRAD_ADD,
+                         z->comm);
     CUDA_CHECK(cudaEventRecord(w->op.done, z->comm)); // done = reduced and added
+    z->grad_folds[unit]++;
 }
 
 /*
@@ -382,14 +436,26 @@ static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* tok
 }
 
 /*
- * Backward has finished this unit for this micro-step: the comm stream waits for the compute
- * stream's kernels so far (an event) and starts the unit's collective, while compute goes on
- * with the units below it. last_micro_step as in the CPU engine: stages 0, 1 reduce only on
- * the last micro-step; stages 2, 3 reduce-scatter every micro-step and add the slice into the
- * gradient shard right behind it on the comm stream.
+ * Backward has finished this unit for this micro-step. Its bf16 gradient goes into the fp32
+ * accumulation (the first micro-step of a step sets it, the others add), and on the collective
+ * schedule of the stage, each piece on the comm stream behind an event of the compute stream:
+ *   stages 0, 1, before the last micro-step: grads_fp32 (full unit) += this micro-step (comm
+ *     stream, overlapping the units below), no collective (reduction on the last micro-step);
+ *   stages 0, 1, last micro-step, one rank: the same, and that is the unit's gradient;
+ *   stages 0, 1, last micro-step, several ranks: the sum so far plus this micro-step, rounded
+ *     once to bf16 into the unit's bf16 buffer (compute stream, so the GNS meter reads the rank's
+ *     whole batch there, common/noise_scale.h), all-reduce (stage 0) or reduce-scatter (stage 1)
+ *     of it, and the reduced result (unit or own slice) back into grads_fp32;
+ *   stages 2, 3, every micro-step: reduce-scatter of the working unit, then grads_fp32 (shard)
+ *     (+)= this micro-step's reduced slice.
+ * last_micro_step as in the CPU engine.
  */
 static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) {
     const ParamUnit* u = &z->layout->units[unit];
+    int first = z->grad_folds[unit] == 0, reduce_now = ZERO_STAGE >= 2 || last_micro_step;
+    int several = z->world_size > 1;
+    if (ZERO_STAGE <= 1 && last_micro_step && several && !first) // the sum, rounded once, for the collective
+        grad_accumulate_cuda(z->grads_fp32 + u->offset, z->grads + u->offset, u->padded_numel, GRAD_ADD_ROUND, z->compute);
     if (z->measure_local_grad_norm && ZERO_STAGE < 2) {
         // GNS small batch (zero_gns_local_grads, shared with the CPU engine). A kernel on the
         // compute stream, behind backward's kernels for the unit and ahead of the event the
@@ -398,18 +464,25 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
         const bf16* local = zero_gns_local_grads(z, unit);
         if (local) norm_squared_cuda(z->norm_device + 1, z->norm_scratch, local, u->padded_numel, 1, z->compute);
     }
-    if (ZERO_STAGE <= 1 && !last_micro_step) { zero_device_progress(z); return; }
-    if (ZERO_STAGE == 0) {
-        zero_stream_after(z->comm, z->compute, z->compute_mark);
-        // All-reduce: padded_numel elements of this unit's gradients, in place in the full buffer.
-        zero_device_collective(z, &z->grad_ops[unit], ZERO_OP_ALL_REDUCE, NULL, z->grads + u->offset, u->padded_numel,
-                               unit, "gradients");
-    } else if (ZERO_STAGE == 1) {
-        zero_stream_after(z->comm, z->compute, z->compute_mark);
-        // Reduce-scatter in place: the unit's padded_numel gradients in, this rank's reduced
-        // shard_numel slice out at its own place in the unit (where AdamW reads it).
-        zero_device_collective(z, &z->grad_ops[unit], ZERO_OP_REDUCE_SCATTER, NULL, z->grads + u->offset, u->padded_numel,
-                               unit, "gradients");
+    if (ZERO_STAGE <= 1) zero_stream_after(z->comm, z->compute, z->compute_mark); // stages 2, 3: in zero_grad_work_reduce
+    size_t target_n;
+    float* target = zero_grads_fp32_target(z, unit, &target_n);
+    if (ZERO_STAGE <= 1 && !(reduce_now && several)) {
+        // No collective: grads_fp32 (full unit) (+)= this micro-step's padded_numel elements.
+        grad_accumulate_cuda(z->grads_fp32 + u->offset, z->grads + u->offset, u->padded_numel, first ? GRAD_SET : GRAD_ADD, z->comm);
+        CUDA_CHECK(cudaEventRecord(z->grad_fold_done[unit], z->comm));
+    } else if (ZERO_STAGE <= 1) {
+        // where the reduced sum lands in the bf16 buffer: the whole unit, or (stage 1) this rank's slice
+        bf16* reduced = z->grads + u->offset + (ZERO_STAGE == 0 ? 0 : (size_t)z->rank * u->shard_numel);
+        if (ZERO_STAGE == 0) // all-reduce: padded_numel elements of this unit's gradients, in place
+            zero_device_collective(z, &z->grad_ops[unit], ZERO_OP_ALL_REDUCE, NULL, z->grads + u->offset, u->padded_numel,
+                                   unit, "gradients");
+        else // reduce-scatter in place: the unit's padded_numel gradients in, this rank's shard_numel slice out at its place
+            zero_device_collective(z, &z->grad_ops[unit], ZERO_OP_REDUCE_SCATTER, NULL, z->grads + u->offset, u->padded_numel,
+                                   unit, "gradients");
+        grad_accumulate_cuda(target, reduced, target_n, GRAD_SET, z->comm); // the reduced sum, into fp32
+        CUDA_CHECK(cudaEventRecord(z->grad_ops[unit].done, z->comm)); // done = reduced and in fp32
+        CUDA_CHECK(cudaEventRecord(z->grad_fold_done[unit], z->comm));
     } else {
         ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
         if (w == NULL) {
@@ -418,147 +491,13 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
         }
         zero_grad_work_reduce(z, w, unit);
     }
-    // -zo cpu|nvme: the reduced slice goes down to the host as soon as its reduction is done.
-    if (last_micro_step && ZERO_STAGE == 1)
-        zero_offload_gpu_grads_down(z, unit, z->grads + u->offset + (size_t)z->rank * u->shard_numel, z->grad_ops[unit].done);
-    if (last_micro_step && ZERO_STAGE >= 2) {
-        ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
-        zero_offload_gpu_grads_down(z, unit, zero_owned(z, z->grads, ZERO_BUF_GRADS, unit), w->op.done);
+    if (ZERO_STAGE <= 1) z->grad_folds[unit]++, z->grad_open[unit] = 0; // stages 2, 3: counted in zero_grad_work_reduce
+    // -zo cpu|nvme: the reduced fp32 slice goes down to the host as soon as its last addition is queued.
+    if (last_micro_step) {
+        cudaEvent_t folded = ZERO_STAGE <= 1 ? z->grad_fold_done[unit] : zero_work_find(z->grad_work, unit)->op.done;
+        zero_offload_gpu_grads_down(z, unit, target, folded);
     }
     zero_device_progress(z);
-}
-
-// Zero the stored gradients (full buffer or shard) before a step's first micro-step.
-static void zero_grads_zero(ZeroEngine* z) {
-    size_t n = zero_buffer_numel(z->layout, ZERO_STAGE, ZERO_BUF_GRADS, 1);
-    CUDA_CHECK(cudaMemsetAsync(z->grads, 0, n * sizeof(bf16), z->compute));
-}
-
-// Start optimizer step `step` (from 1, as printed): per-step counters and gradients to zero.
-static void zero_step_begin(ZeroEngine* z, int step) {
-    z->step = step;
-    z->sent_elements_step = 0;
-    z->scalar_all_reduces_step = 0;
-    z->comm_wait_s_step = 0.0;
-    z->stall_count = 0; // waits timed outside a step (evaluation, sampling) are not this step's
-    z->local_grad_norm_sq = 0.0;
-    z->d2h_bytes_step = z->h2d_bytes_step = 0;
-    z->copy_wait_s_step = 0.0;
-    z->offload.io_wait_s_step = 0.0;
-    z->offload.read_at_step = zero_offload_bytes_read(z);
-    z->offload.written_at_step = zero_offload_bytes_written(z);
-    CUDA_CHECK(cudaMemsetAsync(z->norm_device + 1, 0, sizeof(float), z->compute)); // the GNS local norm's sum
-    zero_grads_zero(z);
-}
-
-/*
- * Optimizer step t (from 1) with learning rate lr, on the slices this rank owns (the CPU
- * engine's steps 1-5, on the compute stream):
- *   1. the compute stream waits for the comm stream (every unit's reduction and, stages 2-3,
- *      the additions into the shard). The step's exposed communication is the time the compute
- *      stream stood still in this and every other wait on the comm stream since the step began
- *      (forward and backward included: zero_compute_wait), summed after step 3's host sync
- *   2. average: the collectives summed over ranks; 1/world_size is folded into the norm and
- *      into AdamW's gradient scale instead of a pass over the gradients
- *   3. global norm: squared norms of the owned slices (device), read back with the GNS meter's
- *      local squared norm (the step's one host wait), both summed in one scalar all-reduce over
- *      MPI (zero_all_reduce_sum_doubles, as on the CPU)
- *   4. clip coefficient, AdamW on the owned slices, tensor by tensor (weight decay on 2-D
- *      tensors only); bf16 parameters by stochastic rounding keyed by step and global index
- *   5. stages 1, 2: all-gather each unit's updated slice on the comm stream, behind an event
- *      recorded after that unit's AdamW; the next forward waits for it unit by unit
- * Returns the global norm before clipping.
- */
-static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr, int t) {
-    const ParamLayout* layout = z->layout;
-    int N = z->world_size;
-    // 1. Wait for the collectives.
-    CUDA_CHECK(cudaEventRecord(z->comm_mark, z->comm));
-    zero_compute_wait(z, z->comm_mark);
-    if (ZERO_STAGE >= 2) // covered by the wait above: free the working units
-        for (int i = 0; i < ZERO_WORKING_UNITS; i++) z->grad_work[i].unit = -1;
-    if (ZERO_STAGE == 3) { // gathered units are stale once the shard changes: free them
-        for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
-            CUDA_CHECK(cudaEventRecord(z->param_work[i].released, z->compute));
-            z->param_work[i].unit = -1;
-        }
-    }
-    // 3. Global norm from the owned slices (stage 0 too: each rank sums its slice, then one
-    // scalar all-reduce), so every stage adds the same numbers in the same order.
-    for (int unit = 0; unit < layout->num_units; unit++)
-        norm_squared_cuda(z->norm_device, z->norm_scratch, zero_owned(z, z->grads, ZERO_BUF_GRADS, unit),
-                          layout->units[unit].shard_numel, unit > 0, z->compute);
-    CUDA_CHECK(cudaMemcpyAsync(z->norm_host, z->norm_device, 2 * sizeof(float), cudaMemcpyDeviceToHost, z->compute));
-    zero_stream_synchronize(z, z->compute, "gradient norm");
-    // The same all-reduce carries the GNS meter's local squared norm (0 when not measured), so
-    // the meter costs no extra collective: [owned slices' sum, this rank's local norm^2], summed.
-    // The reduced gradient is the sum over ranks (the average is folded into AdamW): / N^2.
-    double inv_world = 1.0 / (double)N;
-    z->local_grad_norm_sq = (double)z->norm_host[1];
-    double sums[2] = {(double)z->norm_host[0], z->local_grad_norm_sq};
-    zero_all_reduce_sum_doubles(z, sums, 2, "grad norm");
-    double norm_sq = sums[0] * inv_world * inv_world;
-    z->grad_norm_sq = norm_sq;
-    z->local_grad_norm_sq_mean = sums[1] * inv_world;
-    float norm = (float)sqrt(norm_sq);
-    double stalled = zero_stall_collect(z); // every compute-stream wait on comm this step
-    z->comm_wait_s_step += stalled;
-    z->comm_wait_s_total += stalled;
-    // 4. Clip coefficient as torch.nn.utils.clip_grad_norm_ computes it: max_norm / (norm + 1e-6), capped at 1.
-    float clip_coef = opt->grad_clip > 0.0f ? opt->grad_clip / (norm + 1e-6f) : 1.0f;
-    float grad_scale = (clip_coef < 1.0f ? clip_coef : 1.0f) * (float)inv_world;
-    uint32_t seed = (uint32_t)splitmix64((uint64_t)t);
-    if (zero_offload_gpu_host_optimizer(z)) { // -zo cpu|nvme: AdamW on the host, unit by unit (zero/offload_gpu.cuh)
-        for (int i = 0; i < layout->num_units; i++) {
-            int unit = zero_unit_in_use_order(layout, i);
-            const ParamUnit* u = &layout->units[unit];
-            bf16* device_slice = zero_offload_gpu_params_off(z) ? NULL
-                               : ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit)
-                                                 : z->params + u->offset + (size_t)z->rank * u->shard_numel;
-            zero_offload_gpu_update_unit(z, unit, opt, lr, t, grad_scale, seed, device_slice);
-            if (ZERO_STAGE == 1 || ZERO_STAGE == 2) { // all-gather behind the slice's copy up
-                CUDA_CHECK(cudaStreamWaitEvent(z->comm, z->params_up[unit], 0));
-                zero_device_collective(z, &z->param_ops[unit], ZERO_OP_ALL_GATHER, NULL, z->params + u->offset, u->padded_numel,
-                                       unit, "parameters");
-            }
-            zero_device_progress(z);
-        }
-        return norm;
-    }
-    for (int i = 0; i < layout->num_units; i++) { // in use order: the next forward's first units first
-        int unit = zero_unit_in_use_order(layout, i);
-        const ParamUnit* u = &layout->units[unit];
-        size_t begin, end;
-        zero_update_range(z, unit, &begin, &end);
-        // Each buffer's element `begin` of this unit, full or shard as the stage stores it.
-        bf16* p = ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset + begin;
-        bf16* g = ZERO_STAGE >= 2 ? zero_owned(z, z->grads, ZERO_BUF_GRADS, unit) : z->grads + u->offset + begin;
-        float* w = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset + begin;
-        float* m = ZERO_STAGE >= 1 ? zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit) : z->m + u->offset + begin;
-        float* v = ZERO_STAGE >= 1 ? zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit) : z->v + u->offset + begin;
-        for (int ti = 0; ti < u->num_tensors; ti++) {
-            const ParamTensor* pt = &layout->tensors[u->first_tensor + ti];
-            size_t first;
-            size_t len = zero_tensor_overlap(pt, begin, end, &first);
-            if (len == 0) continue;
-            size_t o = first - begin;
-            float wd = pt->ndim == 2 ? opt->weight_decay : 0.0f;
-            adamw_update_cuda(p + o, w + o, g + o, m + o, v + o, len, lr, opt->beta1, opt->beta2, opt->eps, wd,
-                              grad_scale, t, seed, u->offset + first, z->compute);
-        }
-        // 5. All-gather in place: this rank's updated shard_numel slice out, the unit's
-        // padded_numel parameters in; the next forward waits for it when it reaches this unit.
-        if (ZERO_STAGE == 1 || ZERO_STAGE == 2) {
-            zero_stream_after(z->comm, z->compute, z->compute_mark);
-            zero_device_collective(z, &z->param_ops[unit], ZERO_OP_ALL_GATHER, NULL, z->params + u->offset, u->padded_numel,
-                                   unit, "parameters");
-        }
-        zero_device_progress(z);
-    }
-    // What the comm stream does next (stage 3's gathers of the updated shards, the next step's
-    // reductions) comes after this step's AdamW kernels.
-    zero_stream_after(z->comm, z->compute, z->compute_mark);
-    return norm;
 }
 
 // ============================================================================================

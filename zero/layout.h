@@ -122,18 +122,22 @@ static inline size_t zero_state_bytes_formula(int stage, size_t psi, int world_s
 }
 static const char* const zero_state_bytes_formula_text[4] = {"16Ψ", "8Ψ+8Ψ/N", "4Ψ+12Ψ/N", "16Ψ/N"};
 
-// DESIGN.md's memory rows for the GPU build: bf16 params (2Ψ) and grads (2Ψ), fp32 master
-// weights and Adam m, v (12Ψ), in bytes per rank.
+// DESIGN.md's memory rows for the GPU build, in bytes per rank: bf16 params (2Ψ), gradients as
+// one micro-step in bf16 (2Ψ, stages 0, 1; stages 2, 3 write working units instead) plus their
+// fp32 accumulation across micro-steps, which the optimizer reads (4Ψ at stages 0, 1, which
+// reduce on the last micro-step; the 4Ψ/N shard at stages 2, 3), fp32 master weights and Adam
+// m, v (12Ψ, or 12Ψ/N from stage 1).
 static inline size_t zero_state_bytes_formula_mixed(int stage, size_t psi, int world_size) {
     size_t n = (size_t)world_size;
     switch (stage) {
-    case 0: return 2 * psi + 2 * psi + 12 * psi;      // 2Ψ+2Ψ+12Ψ
-    case 1: return 2 * psi + 2 * psi + 12 * psi / n;  // 2Ψ+2Ψ+12Ψ/N
-    case 2: return 2 * psi + (2 + 12) * psi / n;      // 2Ψ+(2+12)Ψ/N
-    default: return (2 + 2 + 12) * psi / n;           // (2+2+12)Ψ/N
+    case 0: return 2 * psi + (2 + 4) * psi + 12 * psi;      // 2Ψ+(2+4)Ψ+12Ψ
+    case 1: return 2 * psi + (2 + 4) * psi + 12 * psi / n;  // 2Ψ+(2+4)Ψ+12Ψ/N
+    case 2: return 2 * psi + (4 + 12) * psi / n;            // 2Ψ+(4+12)Ψ/N
+    default: return (2 + 4 + 12) * psi / n;                 // (2+4+12)Ψ/N
     }
 }
-static const char* const zero_state_bytes_formula_mixed_text[4] = {"2Ψ+2Ψ+12Ψ", "2Ψ+2Ψ+12Ψ/N", "2Ψ+(2+12)Ψ/N", "(2+2+12)Ψ/N"};
+static const char* const zero_state_bytes_formula_mixed_text[4] = {"2Ψ+(2+4)Ψ+12Ψ", "2Ψ+(2+4)Ψ+12Ψ/N", "2Ψ+(4+12)Ψ/N",
+                                                                   "(2+4+12)Ψ/N"};
 
 // Elements a ring algorithm sends per rank (header comment); n divisible by world_size.
 static inline long long zero_ring_all_reduce_elements(size_t n, int world_size) { return 2LL * (long long)(n / (size_t)world_size) * (world_size - 1); }

@@ -6,14 +6,15 @@
  *
  * Ren et al. 2021, "ZeRO-Offload", sec. 4-5: the fp32 master weights and Adam m, v (12Ψ/N per
  * rank) leave the GPU, and the CPU runs AdamW on them; the GPU keeps the bf16 parameters and
- * gradients. Per unit, in this engine:
- *   1. backward's last micro-step: as soon as the unit's reduction (reduce-scatter, plus the
- *      addition into the shard at stages 2-3) is queued on the comm stream, the copy stream
- *      waits for it and copies the rank's reduced gradient slice down to pinned host memory
+ * the gradients (bf16 per micro-step, accumulated in fp32: zero/engine_gpu.cuh). Per unit:
+ *   1. backward's last micro-step: as soon as the unit's reduction and its last addition into
+ *      the fp32 gradient (grads_fp32: the rank's slice) are queued on the comm stream, the copy
+ *      stream waits for them and copies that fp32 slice down to pinned host memory
  *      (zero_offload_gpu_grads_down); backward goes on with the next units meanwhile;
- *   2. the optimizer step: the global norm (device, as without offload) gives the clip
- *      coefficient; then unit by unit in use order the host waits for that unit's copy, runs
- *      AdamW on it (cpu/adamw.h adamw_update_mixed: the device kernel's arithmetic and its
+ *   2. the optimizer step (zero_offload_gpu_step): the global norm and the clip factor are
+ *      computed on the device as without offload (zero/optimizer_gpu.cuh); the host waits for
+ *      that one float, then unit by unit in use order waits for that unit's copy, runs AdamW on
+ *      it (cpu/adamw.h adamw_update_mixed: the device kernel's arithmetic on fp32 gradients, its
  *      stochastic rounding bits), and queues the updated bf16 slice up on the copy stream while
  *      it updates the next unit; stages 1-2 all-gather each unit behind its copy, stage 3's next
  *      gathers wait for it; the next forward waits unit by unit, never for the whole model.
@@ -73,7 +74,8 @@ static void zero_offload_gpu_init(ZeroEngine* z) {
         z->host_m = (float*)zero_pinned_calloc(shard, sizeof(float), "host Adam m");
         z->host_v = (float*)zero_pinned_calloc(shard, sizeof(float), "host Adam v");
     }
-    z->host_grads = (bf16*)zero_pinned_calloc(shard, sizeof(bf16), "host gradient shard");
+    z->host_grads = (float*)zero_pinned_calloc(shard, sizeof(float), "host gradient shard (fp32)");
+    z->host_grad_scale = (float*)zero_pinned_calloc(1, sizeof(float), "host gradient scale");
     if (z->offload.params != ZERO_PLACE_NVME) z->host_params = (bf16*)zero_pinned_calloc(shard, sizeof(bf16), "host parameter shard");
     CUDA_CHECK(cudaStreamCreateWithFlags(&z->copy, cudaStreamNonBlocking));
     z->grads_down = (cudaEvent_t*)zero_calloc((size_t)n, sizeof(cudaEvent_t), "offload events");
@@ -94,19 +96,19 @@ static void zero_offload_gpu_free(ZeroEngine* z) {
     }
     free(z->grads_down); free(z->params_up);
     CUDA_CHECK(cudaFreeHost(z->host_master)); CUDA_CHECK(cudaFreeHost(z->host_m)); CUDA_CHECK(cudaFreeHost(z->host_v));
-    CUDA_CHECK(cudaFreeHost(z->host_grads)); CUDA_CHECK(cudaFreeHost(z->host_params));
+    CUDA_CHECK(cudaFreeHost(z->host_grads)); CUDA_CHECK(cudaFreeHost(z->host_params)); CUDA_CHECK(cudaFreeHost(z->host_grad_scale));
     CUDA_CHECK(cudaStreamDestroy(z->copy));
 }
 
-// Step 1 above: the unit's gradients are final and their reduction queued behind `reduced` (on
-// the comm stream): copy the rank's slice (shard_numel bf16, at device_slice) down.
-static void zero_offload_gpu_grads_down(ZeroEngine* z, int unit, const bf16* device_slice, cudaEvent_t reduced) {
+// Step 1 above: the unit's gradients are final, their reduction and fp32 addition queued behind
+// `reduced` (on the comm stream): copy the rank's fp32 slice (shard_numel, at device_slice) down.
+static void zero_offload_gpu_grads_down(ZeroEngine* z, int unit, const float* device_slice, cudaEvent_t reduced) {
     if (!zero_offload_gpu_host_optimizer(z)) return;
     size_t n = z->layout->units[unit].shard_numel;
     CUDA_CHECK(cudaStreamWaitEvent(z->copy, reduced, 0));
-    CUDA_CHECK(cudaMemcpyAsync(z->host_grads + zero_shard_offset(z, unit), device_slice, n * sizeof(bf16), cudaMemcpyDeviceToHost, z->copy));
+    CUDA_CHECK(cudaMemcpyAsync(z->host_grads + zero_shard_offset(z, unit), device_slice, n * sizeof(float), cudaMemcpyDeviceToHost, z->copy));
     CUDA_CHECK(cudaEventRecord(z->grads_down[unit], z->copy));
-    z->d2h_bytes_step += (long long)(n * sizeof(bf16));
+    z->d2h_bytes_step += (long long)(n * sizeof(float));
 }
 
 /*
@@ -133,7 +135,7 @@ static void zero_offload_gpu_update_unit(ZeroEngine* z, int unit, const AdamWCon
         zero_offload_piece_begin(z, unit, k, region); // -zo/-zp nvme: the staged copies, read and checked
         uint16_t* p = (uint16_t*)region[ZERO_REGION_PARAMS];
         float *w = (float*)region[ZERO_REGION_MASTER], *m = (float*)region[ZERO_REGION_M], *v = (float*)region[ZERO_REGION_V];
-        const uint16_t* g = (const uint16_t*)(z->host_grads + at + lo);
+        const float* g = z->host_grads + at + lo;
         for (int ti = 0; ti < u->num_tensors; ti++) {
             const ParamTensor* pt = &layout->tensors[u->first_tensor + ti];
             size_t first, len = zero_tensor_overlap(pt, begin + lo, begin + hi, &first);
@@ -150,6 +152,36 @@ static void zero_offload_gpu_update_unit(ZeroEngine* z, int unit, const AdamWCon
     if (device_slice != NULL) {
         CUDA_CHECK(cudaEventRecord(z->params_up[unit], z->copy));
         z->h2d_bytes_step += (long long)(u->shard_numel * sizeof(bf16));
+    }
+}
+
+/*
+ * Step 2 above, called by zero_optimizer_step_async once the compute stream has the step's
+ * gradient scale (z->grad_scale_device: clip factor times 1/world_size, from the global norm):
+ * the host waits for that float (the offloaded step's one wait on the compute stream), then
+ * updates unit by unit in use order, each unit's updated bf16 slice going up on the copy stream;
+ * stages 1, 2 all-gather each unit behind its copy up (with one rank too: the gather is then an
+ * event, which the next forward waits for), stage 3's gathers wait for params_up themselves.
+ * The device path reads the same float, so both paths scale the gradients by the same bits.
+ */
+static void zero_offload_gpu_step(ZeroEngine* z, const AdamWConfig* opt, float lr, int t, uint32_t seed) {
+    const ParamLayout* layout = z->layout;
+    CUDA_CHECK(cudaMemcpyAsync(z->host_grad_scale, z->grad_scale_device, sizeof(float), cudaMemcpyDeviceToHost, z->compute));
+    zero_stream_synchronize(z, z->compute, "gradient scale (offload)");
+    float grad_scale = *z->host_grad_scale;
+    for (int i = 0; i < layout->num_units; i++) {
+        int unit = zero_unit_in_use_order(layout, i);
+        const ParamUnit* u = &layout->units[unit];
+        bf16* device_slice = zero_offload_gpu_params_off(z) ? NULL
+                           : ZERO_STAGE == 3 ? z->params + zero_owned_offset(layout, ZERO_STAGE, ZERO_BUF_PARAMS, z->rank, unit)
+                                             : z->params + u->offset + (size_t)z->rank * u->shard_numel;
+        zero_offload_gpu_update_unit(z, unit, opt, lr, t, grad_scale, seed, device_slice);
+        if (ZERO_STAGE == 1 || ZERO_STAGE == 2) { // all-gather behind the slice's copy up
+            CUDA_CHECK(cudaStreamWaitEvent(z->comm, z->params_up[unit], 0));
+            zero_device_collective(z, &z->param_ops[unit], ZERO_OP_ALL_GATHER, NULL, z->params + u->offset, u->padded_numel, unit,
+                                   "parameters");
+        }
+        zero_device_progress(z);
     }
 }
 
@@ -195,34 +227,34 @@ static void zero_offload_gpu_params_io(ZeroEngine* z, int unit, bf16* data, int 
 
 /*
  * Start-up report (rank 0), GPU build: bytes per rank on the device, in host memory and on NVMe
- * beside the formulas (bf16 parameters 2Ψ, 2Ψ/N at stage 3; bf16 gradients 2Ψ, 2Ψ/N from stage
- * 2; master + m + v 12Ψ/N), and per step the bytes copied between host and device: each unit's
- * gradient slice down and, unless it rests on the host, its parameter slice up, 2Ψ/N each way;
- * with -zp the slice goes up before each all-gather instead, 2AΨ/N + AE/N... in bf16 bytes:
- * (2 · 2AΨ + 2 · AE)/N.
+ * beside the formulas (bf16 parameters 2Ψ, 2Ψ/N at stage 3; gradients: one bf16 micro-step 2Ψ
+ * plus their fp32 accumulation 4Ψ at stage 1, the fp32 shard 4Ψ/N from stage 2; master + m + v
+ * 12Ψ/N), and per step the bytes copied between host and device: each unit's fp32 gradient slice
+ * down (4Ψ/N) and, unless it rests on the host, its bf16 parameter slice up (2Ψ/N); with -zp the
+ * slice goes up before each all-gather instead, 2AΨ/N + AE/N... in bf16 bytes: (2 · 2AΨ + 2 · AE)/N.
  */
 static void zero_offload_gpu_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out) {
     const ZeroOffload* o = &z->offload;
     if (!zero_offload_gpu_host_optimizer(z)) return;
     size_t psi = z->layout->padded_numel, N = (size_t)z->world_size, e = zero_embedding_numel(z->layout);
     int zp = zero_offload_gpu_params_off(z), zo_nvme = o->optimizer == ZERO_PLACE_NVME, zp_nvme = o->params == ZERO_PLACE_NVME;
-    size_t params = ZERO_STAGE == 3 ? 2 * psi / N : 2 * psi, grads = ZERO_STAGE >= 2 ? 2 * psi / N : 2 * psi;
+    size_t params = ZERO_STAGE == 3 ? 2 * psi / N : 2 * psi, grads = ZERO_STAGE >= 2 ? 4 * psi / N : (2 + 4) * psi;
     size_t device = (zp ? 0 : params) + grads, device_counted = (zp ? 0 : z->bytes_params) + z->bytes_grads;
-    size_t host = (zo_nvme ? 0 : 12 * psi / N) + 2 * psi / N + (zp_nvme ? 0 : 2 * psi / N);
-    size_t host_counted = (zo_nvme ? 0 : z->bytes_optimizer) + z->layout->shard_numel * sizeof(bf16) * (zp_nvme ? 1 : 2);
+    size_t host = (zo_nvme ? 0 : 12 * psi / N) + 4 * psi / N + (zp_nvme ? 0 : 2 * psi / N);
+    size_t host_counted = (zo_nvme ? 0 : z->bytes_optimizer) + z->layout->shard_numel * (sizeof(float) + (zp_nvme ? 0 : sizeof(bf16)));
     size_t nvme = (zo_nvme ? 12 * psi / N : 0) + (zp_nvme ? 2 * psi / N : 0);
     char device_text[32], host_text[48], nvme_text[32];
-    snprintf(device_text, sizeof(device_text), "%s%s", zp ? "" : ZERO_STAGE == 3 ? "2Ψ/N+" : "2Ψ+", ZERO_STAGE >= 2 ? "2Ψ/N" : "2Ψ");
-    snprintf(host_text, sizeof(host_text), "%s2Ψ/N%s", zo_nvme ? "" : "12Ψ/N+", zp_nvme ? "" : "+2Ψ/N");
+    snprintf(device_text, sizeof(device_text), "%s%s", zp ? "" : ZERO_STAGE == 3 ? "2Ψ/N+" : "2Ψ+", ZERO_STAGE >= 2 ? "4Ψ/N" : "(2+4)Ψ");
+    snprintf(host_text, sizeof(host_text), "%s4Ψ/N%s", zo_nvme ? "" : "12Ψ/N+", zp_nvme ? "" : "+2Ψ/N");
     snprintf(nvme_text, sizeof(nvme_text), "%s%s%s", zo_nvme ? "12Ψ/N" : "", zo_nvme && zp_nvme ? "+" : "", zp_nvme ? "2Ψ/N" : nvme ? "" : "0");
     fprintf(out, "offload: optimizer %s, parameter shard %s | bytes per rank: device %zu, formula %s = %zu (%s) + working units; "
             "host %zu, formula %s = %zu (master, m, v, gradient and parameter staging; %s); NVMe %zu, formula %s\n",
             zero_placement_names[o->optimizer], zp ? zero_placement_names[o->params] : "device", device_counted, device_text, device,
             device_counted == device ? "equal" : "DIFFERENT", host_counted, host_text, host, host_counted == host ? "equal" : "DIFFERENT",
             nvme, nvme_text);
-    long long down = (long long)(2 * (psi / N)), up = zp ? 2LL * (2LL * grad_accum_steps * (long long)(psi / N) + (long long)grad_accum_steps * (long long)(e / N))
+    long long down = (long long)(4 * (psi / N)), up = zp ? 2LL * (2LL * grad_accum_steps * (long long)(psi / N) + (long long)grad_accum_steps * (long long)(e / N))
                                                           : (long long)(2 * (psi / N));
-    fprintf(out, "offload: host<->device per step (A = %d): down %lld bytes (gradient shard, formula 2Ψ/N), up %lld bytes (formula %s); counted on each step line\n",
+    fprintf(out, "offload: host<->device per step (A = %d): down %lld bytes (fp32 gradient shard, formula 4Ψ/N), up %lld bytes (formula %s); counted on each step line\n",
             grad_accum_steps, down, up, zp ? "(4AΨ+2AE)/N" : "2Ψ/N");
     if (o->active) {
         long long read, written;

@@ -13,8 +13,14 @@
  *   A is stored (m,k), or (k,m) when DESC_TRANSA = CUBLAS_OP_T; B likewise with (k,n) / (n,k).
  *   Shapes come from cublasLtMatrixLayoutCreate(type, rows, cols, ld): element (r,c) at r + c*ld.
  *   Epilogues ("cublasLtEpilogue_t"): DEFAULT; BIAS: x += bias[row] on every column (bias length
- *   m, packed); GELU_AUX: aux = x, D = gelu(x); GELU_AUX_BIAS: bias first, then as GELU_AUX.
- *   aux (m,n) has leading dimension DESC_EPILOGUE_AUX_LD, in elements.
+ *   m, packed); GELU_AUX: aux = x, D = gelu(x); GELU_AUX_BIAS: bias first, then as GELU_AUX;
+ *   DGELU: D = x * gelu'(aux), aux an input (the GELU input a GELU_AUX forward stored);
+ *   DGELU_BGRAD: as DGELU, and the bias pointer receives the bias gradient of D, bias[row] = the
+ *   sum over the n columns of D (length m, "bias gradient ... of the matmul output");
+ *   BGRADB: the bias pointer receives the bias gradient based on B, bias[col] = sum over k of
+ *   op(B)[k, col] (length n, "the reduction happens over the GEMM's k dimension"); D as DEFAULT.
+ *   aux (m,n) has leading dimension DESC_EPILOGUE_AUX_LD, in elements. A bias gradient is written
+ *   (overwritten), never accumulated, as the docs say ("store ... in the bias buffer").
  * Dtypes: A, B, C, D, bias, aux bf16 (CUDA_R_16BF); CUBLAS_COMPUTE_32F with scale type
  *   CUDA_R_32F, so alpha and beta are host floats (pointer mode HOST, the default).
  * Numerics: each output is a dot product accumulated in double, scaled and offset in double,
@@ -22,13 +28,19 @@
  *   single correct rounding). The GPU accumulates in fp32 in a kernel-dependent order, which can
  *   move a result that sits near a bf16 rounding boundary by one bf16 ulp.
  * Order inside one element: x = alpha*acc + beta*C (C not read when beta == 0, the BLAS rule),
- *   then + bias, then aux = x, then gelu. The docs say the bias is added "before applying final
- *   postprocessing"; that beta*C comes before the bias is an assumption (matmul.cuh never
- *   combines beta != 0 with a non-DEFAULT epilogue).
- * GELU: tanh form 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))), as cpu/gelu.h. ASSUMPTION: the
- *   cuBLASLt docs ("cublasLtEpilogue_t", CUBLASLT_EPILOGUE_GELU) only say "x := GELU(x)". PyTorch
- *   (aten/src/ATen/native/cuda/Blas.cpp) replaces this epilogue with gelu(..., "tanh") when it
- *   cannot use it, i.e. it treats cuBLASLt's GELU as the tanh form; test_kernels checks on a GPU.
+ *   then + bias, then aux = x, then gelu (or x * gelu'(aux)). The docs say the bias is added
+ *   "before applying final postprocessing"; that beta*C comes before the bias is an assumption
+ *   (matmul.cuh combines beta != 0 only with BGRADB, whose bias output does not depend on C).
+ *   A bias gradient is summed in double from the unrounded values (DGELU_BGRAD: x * gelu'(aux)
+ *   before its bf16 rounding; BGRADB: the bf16 elements of B) and rounded once: an assumption
+ *   (the docs do not say at which precision the reduction runs).
+ * GELU: tanh form 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))), as cpu/gelu.h, and its exact
+ *   derivative for DGELU. ASSUMPTION: the cuBLASLt docs ("cublasLtEpilogue_t",
+ *   CUBLASLT_EPILOGUE_GELU) only say "x := GELU(x)". PyTorch (aten/src/ATen/native/cuda/Blas.cpp)
+ *   replaces this epilogue with gelu(..., "tanh") when it cannot use it, i.e. it treats cuBLASLt's
+ *   GELU as the tanh form; test_kernels checks on a GPU.
+ * EMU_CUBLASLT_NO_FUSED=1: the heuristic answers NOT_SUPPORTED for every epilogue other than
+ *   DEFAULT and BIAS, as cuBLASLt may for some shapes, so the callers' fallbacks get tested.
  * Strictness: misuse returns an error status and prints one "cublaslt_emu:" line to stderr.
  *   Documented checks (sizeInBytes of SetAttribute, ld >= rows, aux ld >= rows and % 8,
  *   requestedAlgoCount > 0; and in-place C == D needing Cdesc == Ddesc, from the cublasLtMatmul()
@@ -121,13 +133,22 @@ static uint32_t alignment_of(const void* p) {
     return a;
 }
 
-static bool has_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
-static bool has_aux(uint32_t e) { return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
+static bool has_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }      // input
+static bool has_bgrad(uint32_t e) { return e == CUBLASLT_EPILOGUE_DGELU_BGRAD || e == CUBLASLT_EPILOGUE_BGRADB; } // output
+static bool has_aux(uint32_t e) { return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }   // output
+static bool has_daux(uint32_t e) { return e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }     // input
+static bool is_fused(uint32_t e) { return e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS; }
 static uint64_t algo_ops(const Desc* d) { return (uint64_t)d->transa | (uint64_t)d->transb << 8 | (uint64_t)d->epilogue << 16; }
 
 static double gelu_tanh(double x) {
     const double s = 0.7978845608028654; // sqrt(2/pi)
     return 0.5 * x * (1.0 + tanh(s * (x + 0.044715 * x * x * x)));
+}
+
+static double gelu_tanh_derivative(double x) {
+    const double s = 0.7978845608028654;
+    double th = tanh(s * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * s * (1.0 + 3.0 * 0.044715 * x * x);
 }
 
 static cublasStatus_t check_layout(const Layout* l, const char* fn, const char* name) {
@@ -163,18 +184,20 @@ static cublasStatus_t check_problem(const Desc* d, const void* a, const void* b,
     if (lC->rows != lD->rows || lC->cols != lD->cols) // cublasLtMatmul docs: same rows and columns
         return fail(INVALID, "%s: C is %lld x %lld but D is %lld x %lld", fn, (ll)lC->rows, (ll)lC->cols, (ll)p->m, (ll)p->n);
     const uint32_t e = d->epilogue;
-    if (e != CUBLASLT_EPILOGUE_DEFAULT && !has_bias(e) && !has_aux(e)) // emulation
-        return fail(UNSUPPORTED, "%s: epilogue %u not modelled (DEFAULT, BIAS, GELU_AUX, GELU_AUX_BIAS are)", fn, e);
+    if (e != CUBLASLT_EPILOGUE_DEFAULT && !has_bias(e) && !has_aux(e) && !has_daux(e) && !has_bgrad(e)) // emulation
+        return fail(UNSUPPORTED, "%s: epilogue %u not modelled (DEFAULT, BIAS, GELU_AUX, GELU_AUX_BIAS, DGELU, DGELU_BGRAD, "
+                    "BGRADB are)", fn, e);
     // Emulation: cuBLASLt ignores a bias or aux pointer its epilogue does not use; here it is a bug.
-    if (has_bias(e) != (d->bias != NULL))
-        return fail(INVALID, "%s: epilogue %u %s a bias pointer, but it is %s", fn, e, has_bias(e) ? "needs" : "ignores",
+    const bool bias_used = has_bias(e) || has_bgrad(e), aux_used = has_aux(e) || has_daux(e);
+    if (bias_used != (d->bias != NULL))
+        return fail(INVALID, "%s: epilogue %u %s a bias pointer, but it is %s", fn, e, bias_used ? "needs" : "ignores",
                     d->bias ? "set" : "NULL");
-    if (has_bias(e) && d->bias_type != -1 && d->bias_type != CUDA_R_16BF)
+    if (bias_used && d->bias_type != -1 && d->bias_type != CUDA_R_16BF)
         return fail(UNSUPPORTED, "%s: bias data type %d, only CUDA_R_16BF is modelled", fn, d->bias_type);
-    if (has_aux(e) != (d->aux != NULL))
-        return fail(INVALID, "%s: epilogue %u %s an aux pointer, but it is %s", fn, e, has_aux(e) ? "needs" : "ignores",
+    if (aux_used != (d->aux != NULL))
+        return fail(INVALID, "%s: epilogue %u %s an aux pointer, but it is %s", fn, e, aux_used ? "needs" : "ignores",
                     d->aux ? "set" : "NULL");
-    if (has_aux(e) && (d->aux_ld < p->m || d->aux_ld % 8 != 0)) // EPILOGUE_AUX_LD docs, GELU case
+    if (aux_used && (d->aux_ld < p->m || d->aux_ld % 8 != 0)) // EPILOGUE_AUX_LD docs, GELU case
         return fail(INVALID, "%s: EPILOGUE_AUX_LD %lld must be >= rows of D (%lld) and divisible by 8", fn,
                     (ll)d->aux_ld, (ll)p->m);
     return CUBLAS_STATUS_SUCCESS;
@@ -317,6 +340,11 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t ligh
     Problem p;
     cublasStatus_t s = check_problem(d, Adesc, Bdesc, Cdesc, Ddesc, fn, &p);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
+    const char* no_fused = getenv("EMU_CUBLASLT_NO_FUSED");
+    if (no_fused != NULL && strcmp(no_fused, "1") == 0 && is_fused(d->epilogue)) { // as cuBLASLt may answer
+        *returnAlgoCount = 0;
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     // The algo may assume every operand is as aligned as promised here: the preferences, and the
     // bias/aux pointers in the desc now (the docs say the heuristic reads them for alignment).
     uint64_t align = 256;
@@ -364,17 +392,25 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle, cublasL
         return fail(INVALID, "%s: C == D (in place) but ldc %lld != ldd %lld", fn, (long long)lC->ld, (long long)lD->ld);
 
     // Emulation: an output overlapping an input (other than C == D) is undefined on a GPU.
+    const uint32_t ep = d->epilogue;
+    const size_t bias_bytes = d->bias ? (size_t)(ep == CUBLASLT_EPILOGUE_BGRADB ? p.n : p.m) * sizeof(__nv_bfloat16) : 0;
+    const size_t aux_bytes = d->aux ? span_bytes((uint64_t)p.m, (uint64_t)p.n, d->aux_ld) : 0;
     struct Span { const char* name; const void* p; size_t bytes; };
-    const Span ins[4] = {{"A", A, span_bytes(lA->rows, lA->cols, lA->ld)},
+    const Span ins[5] = {{"A", A, span_bytes(lA->rows, lA->cols, lA->ld)},
                          {"B", B, span_bytes(lB->rows, lB->cols, lB->ld)},
-                         {"bias", d->bias, d->bias ? (size_t)p.m * sizeof(__nv_bfloat16) : 0},
+                         {"bias", has_bias(ep) ? d->bias : NULL, bias_bytes},
+                         {"aux", has_daux(ep) ? d->aux : NULL, aux_bytes},
                          {"C", (beta_f != 0.0f && C != D) ? C : NULL, span_bytes(lC->rows, lC->cols, lC->ld)}};
-    const Span outs[2] = {{"D", D, span_bytes(lD->rows, lD->cols, lD->ld)},
-                          {"aux", d->aux, d->aux ? span_bytes((uint64_t)p.m, (uint64_t)p.n, d->aux_ld) : 0}};
+    const Span outs[3] = {{"D", D, span_bytes(lD->rows, lD->cols, lD->ld)},
+                          {"aux", has_aux(ep) ? d->aux : NULL, aux_bytes},
+                          {"bias gradient", has_bgrad(ep) ? d->bias : NULL, bias_bytes}};
     for (const Span& o : outs)
         for (const Span& i : ins)
             if (overlap(o.p, o.bytes, i.p, i.bytes)) return fail(INVALID, "%s: output %s overlaps input %s", fn, o.name, i.name);
-    if (overlap(outs[0].p, outs[0].bytes, outs[1].p, outs[1].bytes)) return fail(INVALID, "%s: D overlaps aux", fn);
+    for (int x = 0; x < 3; x++)
+        for (int y = x + 1; y < 3; y++)
+            if (overlap(outs[x].p, outs[x].bytes, outs[y].p, outs[y].bytes))
+                return fail(INVALID, "%s: output %s overlaps output %s", fn, outs[x].name, outs[y].name);
 
     if (algo != NULL) { // a NULL algo makes the library run its own heuristic (cublasLtMatmul docs)
         const uint64_t* a = algo->data;
@@ -393,7 +429,8 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle, cublasL
     }
 
     const int64_t m = p.m, n = p.n, k = p.k;
-    const bool ta = d->transa == CUBLAS_OP_T, tb = d->transb == CUBLAS_OP_T, bias = has_bias(d->epilogue), gelu = has_aux(d->epilogue);
+    const bool ta = d->transa == CUBLAS_OP_T, tb = d->transb == CUBLAS_OP_T, bias = has_bias(ep), gelu = has_aux(ep);
+    const bool dgelu = has_daux(ep), dgelu_bgrad = ep == CUBLASLT_EPILOGUE_DGELU_BGRAD, bgradb = ep == CUBLASLT_EPILOGUE_BGRADB;
     const __nv_bfloat16 *a = (const __nv_bfloat16*)A, *b = (const __nv_bfloat16*)B, *c = (const __nv_bfloat16*)C;
     const __nv_bfloat16* bias_v = (const __nv_bfloat16*)d->bias;
     __nv_bfloat16 *out = (__nv_bfloat16*)D, *aux = (__nv_bfloat16*)d->aux;
@@ -403,6 +440,7 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle, cublasL
         for (int64_t l = 0; l < k; l++) pa[i * k + l] = __bfloat162float(a[ta ? l + i * lA->ld : i + l * lA->ld]);
     for (int64_t j = 0; j < n; j++)
         for (int64_t l = 0; l < k; l++) pb[j * k + l] = __bfloat162float(b[tb ? j + l * lB->ld : l + j * lB->ld]);
+    std::vector<double> dvalue(dgelu_bgrad ? (size_t)(m * n) : 0); // D before rounding, for DGELU_BGRAD
 #ifdef _OPENMP
 #pragma omp parallel for
 #endif
@@ -418,9 +456,25 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle, cublasL
                 aux[i + j * d->aux_ld] = __double2bfloat16(x);
                 x = gelu_tanh(x);
             }
+            if (dgelu) x *= gelu_tanh_derivative((double)__bfloat162float(aux[i + j * d->aux_ld]));
+            if (dgelu_bgrad) dvalue[(size_t)(i + j * m)] = x;
             out[i + j * lD->ld] = __double2bfloat16(x);
         }
     }
+    // Bias gradients, after the GEMM (single-threaded: each is one fixed-order sum).
+    __nv_bfloat16* grad = (__nv_bfloat16*)d->bias;
+    if (dgelu_bgrad)
+        for (int64_t i = 0; i < m; i++) {
+            double sum = 0.0;
+            for (int64_t j = 0; j < n; j++) sum += dvalue[(size_t)(i + j * m)];
+            grad[i] = __double2bfloat16(sum);
+        }
+    if (bgradb)
+        for (int64_t j = 0; j < n; j++) {
+            double sum = 0.0;
+            for (int64_t l = 0; l < k; l++) sum += (double)pb[j * k + l];
+            grad[j] = __double2bfloat16(sum);
+        }
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -15,14 +15,19 @@
  *     dynamic) poisoned. Fibers switch only at barriers, so a thread runs as far ahead of
  *     the others as the program lets it: a read of shared memory that another thread writes
  *     without a barrier in between sees the old (garbage) value, which is how a missing
- *     __syncthreads/__syncwarp shows up as a wrong result. The order in which fibers are resumed
- *     is a pseudo-random permutation per round (seed EMU_SEED, default 1).
+ *     __syncthreads/__syncwarp shows up as a wrong result. Warps run one at a time, each until
+ *     all its lanes wait at a __syncthreads (or returned), so a warp also runs ahead of the
+ *     others through warp-level collectives. Warps, and a warp's lanes, are resumed in
+ *     pseudo-random orders (seed EMU_SEED, default 1).
  *   - __syncthreads: all threads of the block, at the same call site; reaching one after some
  *     threads returned, or threads meeting at different calls, is reported (the Programming
  *     Guide's rule for conditional __syncthreads; newer GPUs may tolerate it, older ones hang).
  *     __syncwarp and __shfl_xor_sync (full mask only): the lanes of the warp that have not
  *     returned; a shuffle reading a lane that returned or does not exist gets poison (0xff
  *     bytes), as its value is undefined on the GPU.
+ *   - mma.sync (m16n8k16 bf16), ldmatrix and cp.async with commit/wait groups, as kernels/ptx.cuh
+ *     uses them: emu_ptx.h (documented fragment layouts element by element; a cp.async
+ *     destination is poison until its wait_group; all 32 lanes at the same instruction).
  *   - WMMA (nvcuda::wmma, bf16 16x16x16, fp32 accumulate): fragments hold the whole tile per
  *     thread; load/store check the documented 256-bit pointer and ldm alignment; a store writes
  *     only the calling lane's share of the elements, so reading the tile back without __syncwarp
@@ -58,6 +63,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <ctype.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -73,6 +79,8 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -125,6 +133,8 @@ struct State {
     unsigned char* stacks = NULL;
     size_t stacks_threads = 0;
     cudaError_t last_error = cudaSuccess;
+    unsigned long blocks_run = 0;          // blocks started so far (emu_ptx.h resets per-block state by it)
+    void (*thread_exit_check)(void) = NULL; // run as each fiber returns (emu_ptx.h: no cp.async pending)
 };
 
 static State state;
@@ -161,6 +171,7 @@ static void yield(void) {
 
 static void fiber_entry(void) {
     (*state.body)();
+    if (state.thread_exit_check != NULL) state.thread_exit_check();
     Thread* t = state.current;
     t->done = true;
     state.progress = true;
@@ -384,6 +395,7 @@ static void run_block(const std::function<void()>& body) {
     state.live = (int)n;
     state.waiting = 0;
     state.released = 0;
+    state.blocks_run++;
     state.body = &body;
     for (size_t i = 0; i < n; i++) {
         Thread& t = state.threads[i];
@@ -399,30 +411,61 @@ static void run_block(const std::function<void()>& body) {
         t.started = false;
         makecontext(&t.context, fiber_entry, 0);
     }
-    std::vector<size_t> order(n);
-    for (size_t i = 0; i < n; i++) order[i] = i;
+    // Warps in a random order; a warp runs (its lanes resumed in a random order, again and again)
+    // until none of its lanes can move: all wait at a __syncthreads or returned. So a warp gets
+    // as far ahead of the others as the block's barriers let it, also through warp-level
+    // collectives (shuffles, mma, ldmatrix), and a missing __syncthreads between warps shows.
+    std::vector<size_t> warp_order(num_warps), lanes;
+    for (size_t w = 0; w < num_warps; w++) warp_order[w] = w;
     size_t remaining = n;
     while (remaining > 0) {
-        for (size_t i = n; i > 1; i--) std::swap(order[i - 1], order[next_random() % i]); // Fisher-Yates
-        state.progress = false;
-        for (size_t k = 0; k < n; k++) {
-            Thread& t = state.threads[order[k]];
-            if (t.done) continue;
-            state.current = &t;
-            if (_setjmp(state.scheduler) == 0) {
-                if (!t.started) { t.started = true; setcontext(&t.context); }
-                else _longjmp(t.resume, 1);
-            }
-            if (t.done) remaining--;
+        for (size_t i = num_warps; i > 1; i--) std::swap(warp_order[i - 1], warp_order[next_random() % i]); // Fisher-Yates
+        bool any_progress = false;
+        for (size_t wi = 0; wi < num_warps; wi++) {
+            size_t first = warp_order[wi] * 32, count = state.warps[warp_order[wi]].lanes;
+            do {
+                lanes.clear();
+                for (size_t i = first; i < first + count; i++)
+                    if (!state.threads[i].done) lanes.push_back(i);
+                for (size_t i = lanes.size(); i > 1; i--) std::swap(lanes[i - 1], lanes[next_random() % i]);
+                state.progress = false;
+                for (size_t k : lanes) {
+                    Thread& t = state.threads[k];
+                    state.current = &t;
+                    if (_setjmp(state.scheduler) == 0) {
+                        if (!t.started) { t.started = true; setcontext(&t.context); }
+                        else _longjmp(t.resume, 1);
+                    }
+                    if (t.done) remaining--;
+                }
+                any_progress |= state.progress;
+            } while (state.progress);
         }
         state.current = NULL;
-        if (remaining > 0 && !state.progress)
+        if (remaining > 0 && !any_progress)
             fail("%s", "deadlock: the live threads wait at different barriers (a __syncthreads in divergent code?)");
     }
 }
 
 static bool stream_defer(cudaStream_t s, std::function<void()> run); // emu_runtime.h
 static void execute_kernel(const char* name, const LaunchConfig& cfg, const std::function<void()>& body);
+
+// EMU_LAUNCH_LOG=FILE: each distinct (kernel as written at the launch, threads per block,
+// dynamic shared memory bytes) appended once to FILE, for dev/ptxas_occupancy.py --check-launches.
+static void log_launch(const char* name, const LaunchConfig& cfg) {
+    static const char* path = getenv("EMU_LAUNCH_LOG");
+    static std::set<std::string> seen;
+    if (path == NULL) return;
+    char line[512];
+    snprintf(line, sizeof(line), "%s %zu %zu\n", name, (size_t)cfg.block.x * cfg.block.y * cfg.block.z, cfg.smem);
+    for (char* c = line; *c != '\0'; c++)
+        if (*c == ' ' && c[1] != '\0' && !isdigit((unsigned char)c[1])) *c = '_'; // "kernel<64, 2>": one field
+    if (!seen.insert(line).second) return;
+    FILE* f = fopen(path, "a");
+    if (f == NULL) fail("%s", "EMU_LAUNCH_LOG: cannot open the file for appending");
+    fputs(line, f);
+    fclose(f);
+}
 
 // Checks the launch (errors are returned at launch, as CUDA does), then runs the grid now, or
 // later when its stream still has a collective in flight (emu_runtime.h, stream_defer).
@@ -446,6 +489,7 @@ static void run_kernel(const char* name, const LaunchConfig& cfg, const void* fu
         state.last_error = cudaErrorInvalidValue;
         return;
     }
+    log_launch(name, cfg);
     if (stream_defer(cfg.stream, [name, cfg, body]() { execute_kernel(name, cfg, body); })) return;
     execute_kernel(name, cfg, body);
 }
@@ -571,6 +615,10 @@ extern "C" float __logf(float x) __THROW { return logf(x); }
 static inline float __fdividef(float a, float b) { return a / b; }
 static inline int4 __ldcs(const int4* p) { return *p; }
 static inline void __stcs(int4* p, int4 v) { *p = v; }
+static inline float __ldcg(const float* p) { return *p; }
+static inline void __stcg(float* p, float v) { *p = v; }
+// Fibers switch only at barriers, so a read-modify-write is atomic here.
+static inline float atomicAdd(float* p, float v) { float old = *p; *p = old + v; return old; }
 
 // ----------------------------------------------------------------------------------------------
 // WMMA (CUDA C++ Programming Guide, "Warp Matrix Functions"): bf16 16x16x16 with fp32 accumulate.
@@ -656,6 +704,7 @@ static inline void mma_sync(fragment<accumulator, M, N, K, float>& d,
 } // namespace wmma
 } // namespace nvcuda
 
+#include "emu_ptx.h"      // mma.sync, ldmatrix, cp.async (kernels/ptx.cuh)
 #include "cublaslt_emu.h" // the cuBLASLt model (kernels/matmul.cuh's subset)
 #ifdef EMU_NCCL
 #include "nccl_emu.h" // NCCL's collectives over MPI (the NCCL build of train_gpt2.cu)

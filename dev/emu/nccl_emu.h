@@ -12,10 +12,12 @@
  * the old contents (poisoned at the issue: NaN), and a producer that writes the input after the
  * issue (outside the output range) is reported when the collective completes.
  * bf16 sum: each input converted to fp32, MPI_SUM over ranks in fp32, one rounding to bf16
- * (NCCL's own order of rounding differs; tests compare with bf16 tolerances).
+ * (NCCL's own order of rounding differs; tests compare with bf16 tolerances). ncclAllReduce also
+ * takes ncclFloat32 (the optimizer's norms): MPI_SUM in fp32.
  * Checks: counts and buffers inside cudaMalloc allocations; in-place calls must use NCCL's
  * documented placement (recvbuff == sendbuff + rank*count for reduce-scatter, sendbuff ==
- * recvbuff + rank*count for all-gather) and other overlaps are refused; bf16 and sum only.
+ * recvbuff + rank*count for all-gather) and other overlaps are refused; bf16 (and fp32 for
+ * all-reduce) and sum only.
  * Each communicator is an MPI_Comm_dup of MPI_COMM_WORLD (its collectives never match the
  * host's MPI calls); nonblocking MPI collectives, so a rank waiting on one keeps progressing.
  */
@@ -78,9 +80,10 @@ static void nccl_enqueue(const char* call, cudaStream_t stream, MPI_Request requ
     }, out, out_bytes);
 }
 
-static ncclResult_t nccl_check_common(const char* call, ncclDataType_t type, ncclComm_t comm) {
+static ncclResult_t nccl_check_common(const char* call, ncclDataType_t type, ncclComm_t comm, bool float32_ok = false) {
     if (comm == NULL) return nccl_fail(call, "NULL communicator");
-    if (type != ncclBfloat16) return nccl_fail(call, "only ncclBfloat16 is modelled");
+    if (type != ncclBfloat16 && !(float32_ok && type == ncclFloat32))
+        return nccl_fail(call, float32_ok ? "only ncclBfloat16 and ncclFloat32 are modelled" : "only ncclBfloat16 is modelled");
     return ncclSuccess;
 }
 
@@ -142,20 +145,23 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
     const char* call = "ncclAllReduce";
-    ncclResult_t r = emu::nccl_check_common(call, datatype, comm);
+    ncclResult_t r = emu::nccl_check_common(call, datatype, comm, true);
     if (r != ncclSuccess) return r;
     if (op != ncclSum) return emu::nccl_fail(call, "only ncclSum is modelled");
-    size_t bytes = count * 2;
+    const bool fp32 = datatype == ncclFloat32;
+    size_t bytes = count * (fp32 ? 4 : 2);
     if (!emu::nccl_device_range(sendbuff, bytes) || !emu::nccl_device_range(recvbuff, bytes))
         return emu::nccl_fail(call, "a buffer is not inside one cudaMalloc allocation");
     if (sendbuff != recvbuff && emu::ranges_overlap(sendbuff, bytes, recvbuff, bytes))
         return emu::nccl_fail(call, "send and receive buffers overlap without being the same (not in-place)");
     emu::stream_settle_for_input(stream, sendbuff, bytes); // reads the input now
     auto in = std::make_shared<std::vector<float>>(count), out = std::make_shared<std::vector<float>>(count);
-    emu::bf16_to_float(in->data(), (const __nv_bfloat16*)sendbuff, count);
+    if (fp32) memcpy(in->data(), sendbuff, bytes);
+    else emu::bf16_to_float(in->data(), (const __nv_bfloat16*)sendbuff, count);
     MPI_Request request;
     MPI_Iallreduce(in->data(), out->data(), (int)count, MPI_FLOAT, MPI_SUM, comm->comm, &request);
-    emu::nccl_enqueue(call, stream, request, [in, out, recvbuff, count]() {
+    emu::nccl_enqueue(call, stream, request, [in, out, recvbuff, count, fp32]() {
+        if (fp32) { memcpy(recvbuff, out->data(), count * 4); return; }
         __nv_bfloat16* dst = (__nv_bfloat16*)recvbuff;
         for (size_t i = 0; i < count; i++) dst[i] = __float2bfloat16((*out)[i]);
     }, sendbuff, bytes, recvbuff, bytes);

@@ -21,6 +21,8 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <vector>
 
 typedef __nv_bfloat16 bf16;
@@ -184,6 +186,82 @@ static void expect_status(const char* name, cublasStatus_t got, cublasStatus_t w
     report(got == want, name, why);
 }
 
+static double gelu_tanh_derivative(double x) {
+    double s = 0.7978845608028654, th = tanh(s * (x + 0.044715 * x * x * x));
+    return 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * s * (1.0 + 3.0 * 0.044715 * x * x);
+}
+
+// The backward epilogues against sums in double written here: DGELU (D = x * gelu'(aux), aux an
+// input left unchanged), DGELU_BGRAD (also bias[i] = sum_j D[i,j], length m) and BGRADB (bias[j]
+// = sum_l op(B)[l,j], length n, with D accumulating as DEFAULT), each within one bf16 rounding
+// (2^-8 relative, as check_gemm) plus 1e-6; and EMU_CUBLASLT_NO_FUSED's NOT_SUPPORTED.
+static void check_backward_epilogues(const Gemm& dinp_gemm, const Gemm& dweight_gemm) {
+    const int m = dinp_gemm.m, n = dinp_gemm.n;
+    std::vector<bf16> pre = random_bf16((size_t)m * n), pre_copy = pre, d((size_t)m * n);
+    std::vector<bf16> grad((size_t)(m > dweight_gemm.n ? m : dweight_gemm.n));
+    for (int with_bgrad = 0; with_bgrad < 2; with_bgrad++) {
+        const char* name = with_bgrad ? "backward_dgelu_bgrad" : "backward_dgelu";
+        Gemm g = dinp_gemm;
+        g.epilogue = with_bgrad ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
+        g.d = d.data(); g.ldd = m; g.aux = pre.data(); g.aux_ld = m; g.bias = with_bgrad ? grad.data() : nullptr;
+        for (auto& x : d) x = __float2bfloat16(NAN);
+        for (auto& x : grad) x = __float2bfloat16(NAN);
+        cublasStatus_t s = run(g);
+        bool ok = s == CUBLAS_STATUS_SUCCESS && memcmp(pre.data(), pre_copy.data(), pre.size() * sizeof(bf16)) == 0;
+        double worst = 0.0;
+        std::vector<bf16> none;
+        Gemm plain = g; plain.bias = nullptr; // reference() adds a bias when one is set; here it is an output
+        for (int i = 0; ok && i < m; i++) {
+            double sum = 0.0, sum_abs = 0.0;
+            for (int j = 0; j < n; j++) {
+                double want = reference(plain, none, i, j) * gelu_tanh_derivative(f(pre[i + (size_t)j * m]));
+                double err = fabs(f(d[i + (size_t)j * m]) - want), allowed = ldexp(fabs(want), -8) + 1e-6;
+                ok &= err <= allowed;
+                worst = fmax(worst, err / allowed);
+                sum += want;
+                sum_abs += fabs(want);
+            }
+            if (with_bgrad) { // one rounding of the sum, plus what the sum of n rounded terms could move
+                double err = fabs(f(grad[i]) - sum), allowed = ldexp(fabs(sum), -8) + 1e-6;
+                ok &= err <= allowed;
+                worst = fmax(worst, err / allowed);
+            }
+        }
+        printf("     %s: m=%d n=%d k=%d, worst |err|/allowed %.3f\n", name, m, n, g.k, worst);
+        report(ok, name, "status, aux changed, or D / the bias gradient beyond one bf16 rounding of the reference");
+    }
+    { // BGRADB on the dweight GEMM (beta 1): D accumulates, the bias gradient is op(B)'s column sums
+        Gemm g = dweight_gemm;
+        std::vector<bf16> dw((size_t)g.ldd * g.n);
+        for (auto& x : dw) x = __float2bfloat16(uniform());
+        const std::vector<bf16> before = dw;
+        g.d = dw.data(); g.epilogue = CUBLASLT_EPILOGUE_BGRADB; g.bias = grad.data();
+        cublasStatus_t s = run(g);
+        bool ok = s == CUBLAS_STATUS_SUCCESS;
+        for (int j = 0; ok && j < g.n; j++) {
+            double sum = 0.0;
+            for (int l = 0; l < g.k; l++) sum += f(g.b[g.transb ? j + (size_t)l * g.ldb : l + (size_t)j * g.ldb]);
+            ok &= fabs(f(grad[j]) - sum) <= ldexp(fabs(sum), -8) + 1e-6;
+            for (int i = 0; i < g.m; i++) {
+                Gemm plain = g; plain.bias = nullptr; // reference() adds a bias when one is set
+                double want = reference(plain, before, i, j);
+                ok &= fabs(f(dw[i + (size_t)j * g.ldd]) - want) <= ldexp(fabs(want), -8) + 1e-6;
+            }
+        }
+        report(ok, "backward_dweight_bgradb", "status, D or the bias gradient beyond one bf16 rounding of the reference");
+    }
+    Gemm bad = dinp_gemm; bad.d = d.data(); bad.ldd = m; bad.epilogue = CUBLASLT_EPILOGUE_DGELU; // no aux
+    expect_status("error_dgelu_without_aux", run(bad), CUBLAS_STATUS_INVALID_VALUE);
+    bad.aux = pre.data(); bad.aux_ld = m; bad.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD; bad.bias = d.data(); // gradient into D
+    expect_status("error_bias_gradient_overlaps_d", run(bad), CUBLAS_STATUS_INVALID_VALUE);
+    setenv("EMU_CUBLASLT_NO_FUSED", "1", 1);
+    bad.bias = grad.data();
+    expect_status("no_fused_env_refuses_fused_epilogues", run(bad), CUBLAS_STATUS_NOT_SUPPORTED);
+    Gemm plain = dinp_gemm; plain.d = d.data(); plain.ldd = m;
+    expect_status("no_fused_env_keeps_plain_gemm", run(plain), CUBLAS_STATUS_SUCCESS);
+    unsetenv("EMU_CUBLASLT_NO_FUSED");
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0); // keep PASS/FAIL lines in order with the emulation's stderr lines
     // GPT-2-like sizes scaled down, multiples of 8 as in the trainer: N = B*T rows, C -> OC.
@@ -213,6 +291,7 @@ int main(void) {
     check_gemm("backward_dweight_accumulate_c_eq_d", dweight);
     Gemm dweight_pad = dweight; dweight_pad.lda = C + 16; dweight_pad.ldb = OC + 8; dweight_pad.ldd = C + 8;
     check_gemm("backward_dweight_padded_ld", dweight_pad);
+    check_backward_epilogues(dinp, dweight);
 
     { // Integer inputs: the exact result is a double, so D must be its single RNE rounding, bit for bit.
         const int m = 16, n = 8, k = 64;

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# What CI can say about the kernels on an H200 without one: dev/ptxas_occupancy.py compiles the
+# device code of train_gpt2.cu and dev/test_kernels.cu for sm_90 (ptxas -v: registers, shared
+# memory, stack, spills), joins each kernel with its d12 launch configuration, and computes the
+# theoretical occupancy with NVIDIA's occupancy calculator (cuda_occupancy.h) from Hopper's
+# per-SM limits. It prints the table (INFO lines) and fails on a register spill or on an occupancy
+# below the floor stated per kernel (attention, layernorm, classifier, AdamW; reason printed with
+# each). That the launch table matches the real launchers is checked in t_65 (the emulation logs
+# every launch). About 20 s of CPU on 2 cores (device code only, no host compile).
+cd "$(dirname "$0")/.." || exit 1
+source tests/lib.sh
+
+[ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH
+if ! command -v nvcc >/dev/null 2>&1; then
+    if [ "${CI:-}" = "true" ]; then
+        echo "FAIL ptxas_toolkit_present: nvcc not found; expected the CUDA toolkit on CI"
+    else
+        echo "SKIP ptxas_toolkit_present: nvcc not found (no CUDA toolkit); the occupancy checks did not run"
+    fi
+    exit 0
+fi
+out=$(timeout 900 python3 dev/ptxas_occupancy.py 2>&1); rc=$?
+grep -E '^(INFO|PASS|FAIL) ' <<<"$out"
+if [ "$rc" -ne 0 ] && ! grep -q '^FAIL ' <<<"$out"; then
+    echo "FAIL ptxas_occupancy_runs: exit $rc: $(tail -3 <<<"$out" | tr '\n' ' ')"
+fi
