@@ -49,8 +49,8 @@ cfg = next(r for r in recs if r["kind"] == "config")
 n, a = cfg["world_size"], cfg["grad_accum_steps"]
 units, wte = layout_units(cfg, True)
 shard = [padded(u, n) // n for u in units]
-down = 4 * sum(shard)  # fp32 gradient shard
-up = 2 * sum(s * a * (3 if i in wte else 2) for i, s in enumerate(shard)) if zp else down
+down = 4 * sum(shard)  # the fp32 gradient shard
+up = 2 * sum(s * a * (3 if i in wte else 2) for i, s in enumerate(shard)) if zp else 2 * sum(shard)  # bf16 parameters
 bad = [(r["step"], r.get("d2h_bytes"), r.get("h2d_bytes")) for r in recs if r["kind"] == "train" and (r.get("d2h_bytes"), r.get("h2d_bytes")) != (down, up)]
 print(f"down {down} up {up} bytes per step (formula); {len(bad)} steps differ {bad[:2]}")
 sys.exit(1 if bad else 0)
