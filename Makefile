@@ -79,6 +79,10 @@ CPU_HEADERS = $(wildcard common/*.h cpu/*.h zero/*.h zero.cuh) $(BUILD)/blas_sta
 # A change of BLAS (make BLAS=..., or scipy-openblas32 installed) rebuilds every CPU binary.
 $(BUILD)/blas_stamp: FORCE
 	@mkdir -p $(BUILD); echo "$(BLAS) $(BLAS_LDLIBS)" | cmp -s - $@ || echo "$(BLAS) $(BLAS_LDLIBS)" > $@
+# The build's "version" in the start-up handshake (zero/handshake.h): a hash of the sources, so
+# that ranks built from different sources are told apart, and the same sources built on two hosts match.
+ZERO_SOURCE_HASH := $(shell cat train_gpt2.c $(sort $(wildcard common/*.h cpu/*.h zero/*.h zero.cuh)) 2>/dev/null | sha256sum | cut -c1-16)
+CFLAGS += -DZERO_SOURCE_HASH=\"$(ZERO_SOURCE_HASH)\"
 
 .PHONY: all test clean
 all: train_gpt2 test_gpt2
@@ -103,6 +107,11 @@ $(BUILD)/zero_consolidate: dev/zero_consolidate.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 zero_binaries: $(ZERO_BINARIES)
+# The same trainers with MPI's own non-blocking collectives instead of the engine's rings
+# (ZERO_RING=0, zero/comm_ring.h): only to measure the difference (dev/bench/cluster_bench.sh).
+$(BUILD)/mpicoll/train_gpt2_z%: train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(BUILD)/mpicoll
+	$(MPI_CC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=$* -DZERO_RING=0 $< -o $@ $(LDLIBS)
 test: zero_binaries nompi_binaries
 
 test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS)

@@ -146,15 +146,8 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
  */
 static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t seed, int rank, int world_size,
                        const ZeroOffloadArgs* offload) {
-    int from_file = gpt2_config_from_descriptor(init, &model->config) != 0;
-    if (from_file) {
-        if (init[0] == 'd' && init[1] >= '0' && init[1] <= '9' && strchr(init, '.') == NULL && strchr(init, '/') == NULL) {
-            fprintf(stderr, "error: -e %s: unknown depth descriptor; expected d1, d2, d3, d4, d6, d12, d24, d36, d48 or a model file\n", init);
-            exit(1);
-        }
-        int version;
-        model_file_read_header(init, &model->config, &version);
-    }
+    // A depth, a model file, or the resume checkpoint (read by rank 0 and broadcast): zero/checkpoint.h.
+    int from_file = model_source_config(init, &model->config);
     if (T > model->config.max_seq_len) {
         fprintf(stderr, "error: -t %d: longer than the model's max sequence length; expected T <= %d\n", T, model->config.max_seq_len);
         exit(1);
@@ -165,7 +158,7 @@ static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t see
     // from the file, then handed to the engine, which keeps what this rank's stage stores.
     float* unit_buf = (float*)zero_calloc(zero_max_unit_numel(&model->layout), sizeof(float), "parameter unit");
     for (int u = 0; u < model->layout.num_units; u++) {
-        if (from_file) model_file_read_params(init, &model->layout, unit_buf, u);
+        if (from_file) model_source_unit(init, &model->layout, u, unit_buf);
         else gpt2_init_unit(&model->layout, u, unit_buf, seed);
         zero_set_unit_params(&model->zero, u, unit_buf);
     }

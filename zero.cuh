@@ -7,8 +7,14 @@
  *   zero/layout.h       shard layout and DESIGN.md's formulas (bytes per rank, elements sent)
  *   zero/nvme_io.h      asynchronous file I/O for the NVMe placement (io_uring or worker threads)
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, placement, ZeroEngine
+ *   zero/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
+ *   zero/cluster.h      this rank, its host, every rank's host; what it is waiting for now
  *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
- *   zero/comm_mpi.h     communication over MPI: every MPI call, the -wt timeout, aborting ranks
+ *   zero/comm_mpi.h     communication over MPI: the engine's MPI calls, the -wt timeout, aborting ranks
+ *   zero/comm_ring.h    the unit collectives as rings over MPI point-to-point (bytes = formula)
+ *   zero/faults.h       each rank's line when the job ends under it; the lost-host check
+ *   zero/handshake.h    start-up across hosts, bounded by -wt: fingerprint, agreement, broadcasts
+ *   zero/run_lock.h     one output dir, one run: the lock
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
  *   zero/offload.h      ZeRO-Offload / ZeRO-Infinity: optimizer state and parameter shard on the
  *                       host or on NVMe (-zo, -zp, -zd), their file regions, staging and formulas
@@ -57,6 +63,7 @@
 #ifndef ZERO_CUH
 #define ZERO_CUH
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +110,13 @@
 #error "ZERO_STAGE must be 0, 1, 2 or 3"
 #endif
 
+// 1: the unit collectives of the MPI path (CPU engine, host-staged GPU backend) are the engine's
+// own rings (zero/comm_ring.h); 0: MPI's non-blocking collectives, whatever algorithm the library
+// picks (make ZERO_RING=0; kept to measure the difference, dev/bench/cluster_bench.sh).
+#ifndef ZERO_RING
+#define ZERO_RING 1
+#endif
+
 // Per-rank slices are multiples of this many elements (256 bytes of fp32), so every shard
 // starts aligned for SIMD on the CPU and for vectorized bf16 loads on the GPU.
 #define ZERO_ALIGN 64
@@ -121,8 +135,14 @@ typedef float ZeroFloat;
 #include "zero/layout.h"
 #include "zero/nvme_io.h"
 #include "zero/engine.h"
+#include "zero/launcher.h"
+#include "zero/cluster.h"
 #include "zero/progress_cpu.h"
 #include "zero/comm_mpi.h"
+#include "zero/comm_ring.h"
+#include "zero/faults.h"
+#include "zero/handshake.h"
+#include "zero/run_lock.h"
 #include "zero/work_units.h"
 #include "zero/offload.h"
 #include "zero/engine_cpu.h"

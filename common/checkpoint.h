@@ -6,6 +6,10 @@
  * kind-major tensor order (see gpt2_config.h), 4 or 2 bytes each. Reading permutes them into
  * the flat unit-ordered buffer; writing permutes back. Files are written to "<path>.tmp" and
  * renamed, so a crash never leaves a half-written checkpoint under the final name.
+ * Slots llm.c leaves 0 (it reads [0..7]) carry, in files this trainer writes: [8] MODEL_FILE_EXTRA
+ * (marks the rest as set), [9], [10] the FNV-1a 64 checksum of the parameter bytes as stored
+ * (low, high 32 bits), [11], [12] the id of the run that wrote it, [13] its step. llm.c reads
+ * such a file as any other; model_file_verify checks the checksum where it is set.
  */
 #ifndef COMMON_CHECKPOINT_H
 #define COMMON_CHECKPOINT_H
@@ -21,6 +25,15 @@
 #define MODEL_FILE_FP32 3
 #define MODEL_FILE_BF16 5
 #define MODEL_HEADER_INTS 256
+#define MODEL_FILE_EXTRA 0x7a65726f // "zero": header[9..13] are set (checksum, run id, step)
+
+// 64-bit FNV-1a over 32-bit words (Fowler, Noll, Vo), continuing from h.
+static uint64_t fnv1a64_words(const float* x, size_t n, uint64_t h) {
+    const uint32_t* w = (const uint32_t*)x;
+    for (size_t i = 0; i < n; i++) { h ^= w[i]; h *= 0x100000001B3ull; }
+    return h;
+}
+#define FNV1A64_INIT 0xCBF29CE484222325ull
 
 // An open temporary file that becomes `path` on atomic_file_commit.
 typedef struct { FILE* f; char path[4096]; char tmp_path[4096 + 8]; } AtomicFile;
@@ -170,8 +183,40 @@ static void model_file_read_params(const char* path, const ParamLayout* layout, 
     fclose(f);
 }
 
-// Write the full flat buffer as an llm.c fp32 model file (version 3), atomically.
-static void model_file_write(const char* path, const ParamLayout* layout, const float* params) {
+/*
+ * Check the parameter checksum of a model file this trainer wrote (header[8] == MODEL_FILE_EXTRA;
+ * other llm.c files have none and pass). Returns 0, or -1 with one error line (no newline) in
+ * err when it differs. Sets *run_id and *step from the header (0 when not set); either may be NULL.
+ */
+static int model_file_verify(const char* path, uint64_t* run_id, int* step, char* err, size_t err_cap) {
+    if (run_id) *run_id = 0;
+    if (step) *step = 0;
+    FILE* f = fopen(path, "rb");
+    int header[MODEL_HEADER_INTS];
+    if (f == NULL || fread(header, sizeof(int), MODEL_HEADER_INTS, f) != MODEL_HEADER_INTS || header[8] != MODEL_FILE_EXTRA) {
+        if (f) fclose(f);
+        return 0; // no checksum (or unreadable: model_file_read_header says why)
+    }
+    size_t chunk = 1 << 20, got;
+    float* buf = (float*)malloc(chunk * sizeof(float));
+    uint64_t h = FNV1A64_INIT;
+    while (buf != NULL && (got = fread(buf, sizeof(float), chunk, f)) > 0) h = fnv1a64_words(buf, got, h);
+    free(buf);
+    fclose(f);
+    uint64_t stored = (uint64_t)(uint32_t)header[9] | (uint64_t)(uint32_t)header[10] << 32;
+    if (h != stored) {
+        snprintf(err, err_cap, "error: %s: checksum mismatch: the parameters are damaged; expected the checksum in its header "
+                 "(slots 9-10) to match them", path);
+        return -1;
+    }
+    if (run_id) *run_id = (uint64_t)(uint32_t)header[11] | (uint64_t)(uint32_t)header[12] << 32;
+    if (step) *step = header[13];
+    return 0;
+}
+
+// Write the full flat buffer as an llm.c fp32 model file (version 3), atomically, with the
+// checksum, the run id and the step in the slots llm.c leaves unused (header comment).
+static void model_file_write(const char* path, const ParamLayout* layout, const float* params, uint64_t run_id, int step) {
     const GPT2Config* cfg = &layout->config;
     int header[MODEL_HEADER_INTS] = {0};
     header[0] = MODEL_FILE_MAGIC;
@@ -185,6 +230,7 @@ static void model_file_write(const char* path, const ParamLayout* layout, const 
     AtomicFile af;
     atomic_file_open(&af, path);
     atomic_file_write(&af, header, sizeof(header));
+    uint64_t checksum = FNV1A64_INIT;
     // The file is kind-major: visit tensors in file order, i.e. by kind, then by layer (wte by
     // its vocab chunks, which hold consecutive rows).
     for (int kind = 0; kind < NUM_PARAM_KINDS; kind++) {
@@ -192,8 +238,13 @@ static void model_file_write(const char* path, const ParamLayout* layout, const 
         for (int l = 0; l < copies; l++) {
             const ParamTensor* t = &layout->tensors[kind == P_WTE ? wte_piece_index(layout, l) : param_tensor_index(layout, kind, l)];
             atomic_file_write(&af, params + t->offset, t->numel * sizeof(float));
+            checksum = fnv1a64_words(params + t->offset, t->numel, checksum);
         }
     }
+    int extra[6] = {MODEL_FILE_EXTRA, (int)(uint32_t)checksum, (int)(uint32_t)(checksum >> 32),
+                    (int)(uint32_t)run_id, (int)(uint32_t)(run_id >> 32), step};
+    if (fseek(af.f, 8 * sizeof(int), SEEK_SET) != 0) { fprintf(stderr, "error: %s: seek failed (%s)\n", af.tmp_path, strerror(errno)); exit(1); }
+    atomic_file_write(&af, extra, sizeof(extra));
     atomic_file_commit(&af);
 }
 

@@ -23,9 +23,9 @@
 
 typedef struct { FILE* f; } Logger;
 
-// Create the output dir if needed and open log.jsonl (append when resuming). Exits 1 if the
-// directory cannot be created or written.
-static void output_dir_prepare(const char* dir) {
+// Create the output dir if needed (mkdir -p). Returns 0, or -1 with one error line (no
+// newline) in err when it cannot be created or is not a directory.
+static int output_dir_create(const char* dir, char* err, size_t err_cap) {
     struct stat st;
     if (stat(dir, &st) != 0) {
         // mkdir -p: create the missing parents first.
@@ -37,28 +37,48 @@ static void output_dir_prepare(const char* dir) {
             if (stat(partial, &st) != 0) mkdir(partial, 0755);
             *p = '/';
         }
-        if (mkdir(dir, 0755) != 0) {
-            fprintf(stderr, "error: -o %s: cannot create output dir (%s); expected a writable path\n", dir, strerror(errno));
-            exit(1);
+        if (mkdir(dir, 0755) != 0 && !(errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))) {
+            snprintf(err, err_cap, "error: -o %s: cannot create output dir (%s); expected a writable path", dir, strerror(errno));
+            return -1;
         }
     } else if (!S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "error: -o %s: exists and is not a directory; expected a directory\n", dir);
+        snprintf(err, err_cap, "error: -o %s: exists and is not a directory; expected a directory", dir);
+        return -1;
+    }
+    return 0;
+}
+
+// Create the output dir if needed; exits 1 with the error line if it cannot.
+static void output_dir_prepare(const char* dir) {
+    char err[4400];
+    if (output_dir_create(dir, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s\n", err);
         exit(1);
     }
 }
 
-// Whether dir already holds a run (its log or a model checkpoint): starting a new run there
-// would overwrite the log and mix checkpoints, so the trainer asks for -y 1 or a new dir.
-static int output_dir_has_run(const char* dir) {
+// Whether dir already holds a run (its log, a model checkpoint, or a rank's state file, which
+// is all a node-local dir on another host than rank 0's holds): starting a new run there would
+// overwrite the log and mix checkpoints, so the trainer asks for -y 1 or a new dir. Returns the
+// name found in `found` (cap bytes), or 0.
+static int output_dir_has_run(const char* dir, char* found, size_t cap) {
     char path[4200];
     snprintf(path, sizeof(path), "%s/log.jsonl", dir);
     struct stat st;
-    if (stat(path, &st) == 0) return 1;
-    snprintf(path, sizeof(path), "%s/model_*.bin", dir);
-    glob_t g;
-    int found = glob(path, 0, NULL, &g) == 0 && g.gl_pathc > 0;
-    globfree(&g);
-    return found;
+    if (stat(path, &st) == 0) { snprintf(found, cap, "log.jsonl"); return 1; }
+    const char* patterns[] = {"model_*.bin", "state_*.bin"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, patterns[k]);
+        glob_t g;
+        int hit = glob(path, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+        if (hit) {
+            const char* slash = strrchr(g.gl_pathv[0], '/');
+            snprintf(found, cap, "%s", slash ? slash + 1 : g.gl_pathv[0]);
+        }
+        globfree(&g);
+        if (hit) return 1;
+    }
+    return 0;
 }
 
 // Copy s into buf as the inside of a JSON string (quotes, backslashes and control bytes escaped).
@@ -99,9 +119,10 @@ static void logger_record(Logger* lg, const char* kind, const char* fmt, ...) {
     fflush(lg->f);
 }
 
+// A loss, norm or other float for the log: every digit a float has (%.9g round-trips fp32);
 // JSON has no NaN/inf: print such values as null.
 static const char* json_number(char* buf, size_t cap, double x) {
-    if (isfinite(x)) snprintf(buf, cap, "%.6g", x);
+    if (isfinite(x)) snprintf(buf, cap, "%.9g", x); // 9 digits: a float exactly, so logs compare values
     else snprintf(buf, cap, "null");
     return buf;
 }

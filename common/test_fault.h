@@ -4,7 +4,9 @@
  *   "stall:R@S"  rank R stops responding at the start of step S (a hung rank);
  *   "exit:R@S"   rank R exits at once, status 3, without MPI_Finalize (a crashed rank);
  *   "stop@S"     every rank leaves the training loop at step S, after that step's checkpoint
- *                (a preempted job, for resume tests).
+ *                (a preempted job, for resume tests);
+ *   "startstall:R" rank R stops responding right after MPI starts, before the handshake (a rank
+ *                that never arrives).
  * Host C, header-only, libc only.
  */
 #ifndef TEST_FAULT_H
@@ -25,8 +27,16 @@ static TestFault test_fault_from_env(void) {
     if (sscanf(s, "stall:%d@%d", &f.rank, &f.step) == 2) strcpy(f.kind, "stall");
     else if (sscanf(s, "exit:%d@%d", &f.rank, &f.step) == 2) strcpy(f.kind, "exit");
     else if (sscanf(s, "stop@%d", &f.step) == 1) strcpy(f.kind, "stop");
-    else { fprintf(stderr, "error: ZERO_TEST_FAULT=%s: unknown; expected stall:R@S, exit:R@S or stop@S\n", s); exit(1); }
+    else if (sscanf(s, "startstall:%d", &f.rank) == 1) strcpy(f.kind, "start");
+    else { fprintf(stderr, "error: ZERO_TEST_FAULT=%s: unknown; expected stall:R@S, exit:R@S, stop@S or startstall:R\n", s); exit(1); }
     return f;
+}
+
+// Called once the ranks have started, before the handshake: "startstall:R" hangs rank R.
+static void test_fault_at_startup(const TestFault* f, int rank) {
+    if (strcmp(f->kind, "start") != 0 || rank != f->rank) return;
+    fprintf(stderr, "test fault: rank %d stalls before the handshake\n", rank);
+    for (;;) { struct timespec ts = {1, 0}; nanosleep(&ts, NULL); }
 }
 
 // Called at the top of each step, after val/sample/checkpoint: returns 1 if the loop must stop.

@@ -3,15 +3,20 @@
  * flags, ranks, the batch arithmetic (micro-batch B*T per rank, gradient accumulation up to -d
  * tokens, or the batch schedule of -d auto / -ds: common/batch_schedule.h), the output dir and the checkpoint to resume, and the checks that need the model.
  * Host C; include after zero.cuh (it starts and stops the ranks through the engine).
- * Every user error is one line from rank 0 and exit status 1.
+ * Across hosts (README "Many nodes"): the handshake first (zero/handshake.h: the same build,
+ * flags, model and data on every rank, within -wt), then -o on every host with the run's lock,
+ * then rank 0's resume decision, which every rank confirms with its own state file.
+ * Every user error is one line (from rank 0, or from the rank that found it) and exit status 1.
  */
 #ifndef COMMON_TRAIN_SETUP_H
 #define COMMON_TRAIN_SETUP_H
 #ifndef ZERO_CUH
 #error "include zero.cuh before common/train_setup.h"
 #endif
+#include <glob.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 #include "common/args.h"
 #include "common/batch_schedule.h"
 #include "common/dataloader.h"
@@ -47,7 +52,145 @@ static void train_run_fail(const TrainRun* run, const char* fmt, ...) {
     exit(1);
 }
 
-// Flags, ranks, batch arithmetic, output dir and the checkpoint to resume (-y 1).
+// The data a pattern names as the fingerprint sees it: file count, total bytes, and a hash of
+// the (name, size) list, so that a missing or different shard on one host shows.
+static void train_run_fingerprint_data(ZeroFingerprint* fp, const char* field, const char* pattern) {
+    glob_t g;
+    size_t files = 0;
+    long long bytes = 0;
+    uint64_t h = FNV1A64_INIT;
+    if (glob(pattern, 0, NULL, &g) == 0) {
+        files = g.gl_pathc;
+        for (size_t i = 0; i < g.gl_pathc; i++) {
+            struct stat st;
+            long long size = stat(g.gl_pathv[i], &st) == 0 ? (long long)st.st_size : -1;
+            bytes += size;
+            for (const char* c = g.gl_pathv[i]; *c; c++) { h ^= (unsigned char)*c; h *= 0x100000001B3ull; }
+            h ^= (uint64_t)size; h *= 0x100000001B3ull;
+        }
+    }
+    globfree(&g);
+    zero_fingerprint_add(fp, field, "%zu file%s, %lld bytes (list hash %016llx)", files, files == 1 ? "" : "s", bytes, (unsigned long long)h);
+}
+
+/*
+ * What must be the same on every rank: the build, every flag (as given: -d auto and the batch
+ * schedule's -dm, -d0, -df, -dw, -dl, -ds included, as every rank must pick the same batch), the
+ * model -e names (its config; for a file also its size and checksum slot) and the data (files
+ * and sizes).
+ */
+static void train_run_fingerprint(const TrainArgs* args, ZeroFingerprint* fp) {
+    zero_fingerprint_add_build(fp);
+    for (int i = 0; i < NUM_ARG_SPECS; i++) {
+        const ArgSpec* spec = &arg_specs[i];
+        const char* field = (const char*)args + spec->offset;
+        if (spec->type == ARG_INT_OR_AUTO && *(const int*)field == TOTAL_BATCH_AUTO) zero_fingerprint_add(fp, spec->flag, "auto");
+        else if (spec->type == ARG_INT || spec->type == ARG_INT_OR_AUTO) zero_fingerprint_add(fp, spec->flag, "%d", *(const int*)field);
+        else if (spec->type == ARG_FLOAT) zero_fingerprint_add(fp, spec->flag, "%.9g", *(const float*)field);
+        else zero_fingerprint_add(fp, spec->flag, "%s", *(const char* const*)field ? *(const char* const*)field : "(none)");
+    }
+    GPT2Config cfg;
+    if (gpt2_config_from_descriptor(args->init, &cfg) == 0) {
+        zero_fingerprint_add(fp, "model", "%s: L %d C %d NH %d V %d Vp %d maxT %d", args->init, cfg.num_layers, cfg.channels,
+                             cfg.num_heads, cfg.vocab_size, cfg.padded_vocab_size, cfg.max_seq_len);
+    } else {
+        int header[MODEL_HEADER_INTS] = {0};
+        struct stat st;
+        FILE* f = fopen(args->init, "rb");
+        int ok = f != NULL && fread(header, sizeof(int), MODEL_HEADER_INTS, f) == MODEL_HEADER_INTS && stat(args->init, &st) == 0;
+        if (f) fclose(f);
+        if (ok) zero_fingerprint_add(fp, "model", "%s: %lld bytes, header %d %d %d %d %d %d %d %d, checksum %08x%08x", args->init,
+                                     (long long)st.st_size, header[0], header[1], header[2], header[3], header[4], header[5], header[6],
+                                     header[7], header[8] == MODEL_FILE_EXTRA ? (unsigned)header[10] : 0u,
+                                     header[8] == MODEL_FILE_EXTRA ? (unsigned)header[9] : 0u);
+        else zero_fingerprint_add(fp, "model", "%s: not readable here", args->init);
+    }
+    train_run_fingerprint_data(fp, "train data (-i)", args->train_pattern);
+    if (args->val_every > 0) train_run_fingerprint_data(fp, "val data (-j)", args->val_pattern);
+}
+
+/*
+ * -o on every host (shared, or node-local: the same path, each host its own disk): created by
+ * every rank, locked for this run (zero/run_lock.h), and, unless resuming, free of a previous
+ * run on any host. One error line (naming rank and host) from the first rank that fails.
+ */
+static void train_run_output_dir(const TrainRun* run) {
+    const char* dir = run->args.output_dir;
+    char err[4800] = "", found[256];
+    int ok = output_dir_create(dir, err, sizeof(err)) == 0;
+    if (!ok) {
+        char line[sizeof(err)]; // "error: -o DIR: ..." with the rank and host after DIR
+        snprintf(line, sizeof(line), "error: -o %s (rank %d on %s)%.4500s", dir, run->rank, zero_cluster.host,
+                 err + strlen("error: -o ") + strlen(dir));
+        memcpy(err, line, sizeof(err));
+    }
+    zero_startup_agree(ok, err, "creating -o");
+    zero_run_lock(dir);
+    if (!run->args.resume) {
+        ok = !output_dir_has_run(dir, found, sizeof(found));
+        if (!ok) snprintf(err, sizeof(err), "error: -o %s: holds a previous run (%s, on rank %d's host %s); expected a new or empty "
+                          "directory, or -y 1 to resume it", dir, found, run->rank, zero_cluster.host);
+        zero_startup_agree(ok, err, "checking -o for a previous run");
+    }
+}
+
+// A new run's id (rank 0): random, so that no two runs share one.
+static uint64_t train_run_new_id(void) {
+    uint64_t id = 0;
+    FILE* f = fopen("/dev/urandom", "rb");
+    if (f == NULL || fread(&id, sizeof(id), 1, f) != 1) id = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid();
+    if (f) fclose(f);
+    return id ? id : 1;
+}
+
+/*
+ * -y 1: rank 0 decides the step to resume (the latest model file in its -o: a model file marks
+ * a complete checkpoint) and tells every rank, with the run id and config from that file's
+ * header; every rank then confirms its own state file of that step, on its host, before
+ * anything else (one error line naming rank, host and file, else every rank exits 1). The model
+ * itself comes from rank 0 (zero_resume_model, model_source_*). Without a checkpoint: a new run.
+ */
+static void train_run_resume_decision(TrainRun* run) {
+    const char* dir = run->args.output_dir;
+    struct { int64_t step; uint64_t run_id; GPT2Config config; } decision;
+    memset(&decision, 0, sizeof(decision));
+    char err[9000] = "";
+    int ok = 1;
+    if (run->rank == 0) {
+        int latest = checkpoint_latest_step(dir);
+        if (latest > 0) {
+            char path[4300];
+            GPT2Config cfg;
+            int version, step_in_file;
+            model_checkpoint_path(path, sizeof(path), dir, latest);
+            model_file_read_header(path, &cfg, &version);
+            ok = model_file_verify(path, &decision.run_id, &step_in_file, err, sizeof(err)) == 0;
+            decision.step = latest;
+            decision.config = cfg;
+        } else {
+            decision.run_id = train_run_new_id();
+        }
+    }
+    zero_startup_agree(ok, err, "checking the resume checkpoint's model file");
+    zero_startup_bcast(&decision, sizeof(decision), "the resume decision from rank 0");
+    zero_cluster.run_id = decision.run_id;
+    if (decision.step == 0) {
+        if (run->rank == 0) printf("resume: no checkpoint in %s; starting from scratch\n", dir);
+        return;
+    }
+    run->start_step = (int)decision.step;
+    model_checkpoint_path(run->resume_model, sizeof(run->resume_model), dir, run->start_step);
+    run->init = run->resume_model;
+    GPT2Config cfg = decision.config;
+    zero_resume_model.active = 1;
+    snprintf(zero_resume_model.path, sizeof(zero_resume_model.path), "%s", run->resume_model);
+    zero_resume_model.config = cfg;
+    int64_t header[ZERO_STATE_HEADER_INTS];
+    ok = zero_checkpoint_confirm_state(dir, run->start_step, &cfg, run->rank, run->world_size, header, err, sizeof(err));
+    zero_startup_agree(ok, err, "confirming the resume checkpoint's state files");
+}
+
+// Flags, ranks, the handshake, batch arithmetic, output dir and the checkpoint to resume (-y 1).
 static void train_run_start(TrainRun* run, int* argc, char*** argv) {
     memset(run, 0, sizeof(*run));
     TrainArgs* args = &run->args;
@@ -75,7 +218,15 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
         exit(1);
     }
     run->fault = test_fault_from_env();
+    zero_cluster.timeout_s = args->collective_timeout_s;
     zero_ranks_start(argc, argv, &run->rank, &run->world_size);
+    test_fault_at_startup(&run->fault, run->rank);
+
+    // Every rank: the same build, flags, model and data, and every rank's host (within -wt).
+    ZeroFingerprint fingerprint = {"", 0};
+    train_run_fingerprint(args, &fingerprint);
+    zero_handshake(&fingerprint);
+    zero_faults_check_launcher(args->collective_timeout_s);
 
     // Batch: each micro-step every rank processes B*T tokens; accumulate up to -d tokens.
     int B = args->B, T = args->T, N = run->world_size;
@@ -88,22 +239,14 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
     run->total_batch_tokens = run->batch.state.batch_tokens;
     run->grad_accum_steps = batch_schedule_grad_accum_steps(&run->batch);
 
-    // Resume (-y 1) from the latest complete checkpoint in -o: its model file replaces -e.
-    if (args->output_dir && run->rank == 0) output_dir_prepare(args->output_dir);
-    zero_ranks_barrier(N); // the dir exists before any rank looks into it
-    if (!args->resume && args->output_dir && output_dir_has_run(args->output_dir))
-        train_run_fail(run, "error: -o %s: holds a previous run (log.jsonl or model_*.bin); expected a new or empty directory, or -y 1 to resume it",
-                       args->output_dir);
     run->init = args->init;
-    if (args->resume) {
-        int latest = checkpoint_latest_step(args->output_dir);
-        if (latest > 0) {
-            run->start_step = latest;
-            model_checkpoint_path(run->resume_model, sizeof(run->resume_model), args->output_dir, latest);
-            run->init = run->resume_model;
-        } else if (run->rank == 0) {
-            printf("resume: no checkpoint in %s; starting from scratch\n", args->output_dir);
-        }
+    if (args->output_dir) train_run_output_dir(run);
+    // Resume (-y 1) from the latest complete checkpoint in rank 0's -o: its model file replaces -e.
+    if (args->resume) train_run_resume_decision(run);
+    else {
+        uint64_t id = run->rank == 0 ? train_run_new_id() : 0;
+        zero_startup_bcast(&id, sizeof(id), "the run id from rank 0");
+        zero_cluster.run_id = id;
     }
     run->do_val = args->val_every > 0;
 }

@@ -18,7 +18,9 @@
  *              (zero.cuh zero_get_optimizer_shard): numel = padded_numel / N. The same at every
  *              ZeRO stage (stage 0 writes slice R of its replicated state).
  *   full file: the real (unpadded) elements of every unit in unit order: numel = parameters.
- * The checksum (FNV-1a, 64 bit, over the 32-bit words of m then v) catches a damaged payload.
+ * The checksum (FNV-1a, 64 bit, over the 32-bit words of m then v) catches a damaged payload;
+ * the run id ties the file to the model file of the same checkpoint (a file of another run at
+ * the same step, e.g. left in a node-local dir, is refused on resume).
  * Little-endian int64/fp32, as every machine this runs on.
  */
 #ifndef COMMON_ZERO_CHECKPOINT_H
@@ -62,6 +64,7 @@ enum {
     // smallest B_simple as a double's bit pattern), tokens trained on. 0 in older files: resume
     // then counts tokens as steps x batch and starts the window afresh.
     ZS_BATCH_START_TOKENS, ZS_BATCH_WINDOW_STEPS, ZS_BATCH_WINDOW_MIN, ZS_TOKENS_SEEN,
+    ZS_RUN_ID,          // the run that wrote it (as the model file's header says); 0 in older files
     ZS_NUM_FIELDS
 };
 
@@ -107,14 +110,6 @@ static BatchScheduleState zero_state_header_batch(const int64_t* header) {
     b.tokens_seen = header[ZS_TOKENS_SEEN];
     return b;
 }
-
-// 64-bit FNV-1a over 32-bit words (Fowler, Noll, Vo), continuing from h.
-static uint64_t fnv1a64_words(const float* x, size_t n, uint64_t h) {
-    const uint32_t* w = (const uint32_t*)x;
-    for (size_t i = 0; i < n; i++) { h ^= w[i]; h *= 0x100000001B3ull; }
-    return h;
-}
-#define FNV1A64_INIT 0xCBF29CE484222325ull
 
 static void model_checkpoint_path(char* out, size_t cap, const char* dir, int step) {
     snprintf(out, cap, "%s/model_%08d.bin", dir, step);

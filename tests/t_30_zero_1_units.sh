@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # ZeRO group 1: the pure parts and start-up.
-#   - shard layout and formulas (build/test_zero_layout), state files (build/test_zero_state)
+#   - shard layout and formulas (build/test_zero_layout), state files (build/test_zero_state),
+#     launcher variables, device rule, fingerprint and host arithmetic (build/test_launcher)
 #   - every stage's binary runs as a plain process (no mpirun: MPI singleton) and under mpirun,
 #     and prints its stage and world size and its accounting beside the formulas at start-up
 source "$(dirname "$0")/lib.sh"
@@ -9,6 +10,7 @@ zero_setup
 
 build/test_zero_layout
 build/test_zero_state
+build/test_launcher
 
 for stage in 0 1 2 3; do
     mkdir -p "$ZT/s$stage"

@@ -8,6 +8,10 @@
 #     checked to finish within 30 s (3 s timeout + start-up and abort) with a non-zero status
 #   - a crashed rank (ZERO_TEST_FAULT=exit:2@3, exit without MPI_Finalize): mpirun ends the job;
 #     checked to finish within 30 s with a non-zero status
+#   - ranks launched with different batch-schedule flags (MPMD `A : B`; every rank must pick the
+#     same batch each step): -dm, -dl, and -d auto on rank 0 against a fixed -d on rank 1. The
+#     start-up handshake (zero/handshake.h) names rank 1 and the flag in one error line, exit 1,
+#     within -wt + 30 s (the cluster version, across hosts: t_75_cluster_3)
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/zero_common.sh"
 zero_setup
@@ -48,7 +52,7 @@ start=$(date +%s)
 ZERO_TEST_FAULT=stall:1@3 timeout 120 "${MPIRUN[@]}" -np 3 build/train_gpt2_z3 -e d2 -t 8 -b 2 -x 10 -v 0 -s 0 -i "$ZT/train.bin" -wt 3 >"$ZT/stall.out" 2>&1
 rc=$?; took=$(( $(date +%s) - start ))
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le 30 ] \
-    && grep -qE "^error: rank [02]: all_gather of parameters, unit [0-9]+ \([a-z0-9 ]+\), at step 4 waited [0-9.]+ s, longer than -wt 3 s" "$ZT/stall.out"; then
+    && grep -qE "^error: rank [02] \([^)]*\): all_gather of parameters, unit [0-9]+ \([a-z0-9 ]+\), at step 4 waited [0-9.]+ s, longer than -wt 3 s" "$ZT/stall.out"; then
     echo "PASS zero3_np3_stuck_rank_diagnosed_and_all_ranks_aborted"
 else
     echo "FAIL zero3_np3_stuck_rank_diagnosed_and_all_ranks_aborted: exit $rc after $took s; $(grep '^error' "$ZT/stall.out" | head -1)"
@@ -56,7 +60,7 @@ fi
 start=$(date +%s)
 ZERO_TEST_FAULT=stall:0@2 timeout 120 "${MPIRUN[@]}" -np 2 build/train_gpt2_z0 -e d2 -t 8 -b 2 -x 10 -v 0 -s 0 -i "$ZT/train.bin" -wt 3 >"$ZT/stall0.out" 2>&1
 rc=$?; took=$(( $(date +%s) - start ))
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le 30 ] && grep -qE "^error: rank 1: all_reduce of gradients, unit [0-9]+ .*at step 3 waited" "$ZT/stall0.out"; then
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le 30 ] && grep -qE "^error: rank 1 \([^)]*\): all_reduce of gradients, unit [0-9]+ .*at step 3 waited" "$ZT/stall0.out"; then
     echo "PASS zero0_np2_stuck_rank_diagnosed_and_all_ranks_aborted"
 else
     echo "FAIL zero0_np2_stuck_rank_diagnosed_and_all_ranks_aborted: exit $rc after $took s; $(grep '^error' "$ZT/stall0.out" | head -1)"
@@ -69,3 +73,23 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le 30 ]; then
 else
     echo "FAIL zero2_np3_crashed_rank_ends_the_job: exit $rc after $took s"
 fi
+
+# Ranks that disagree on the batch schedule: one handshake line naming rank 1 and the flag.
+mpmd_schedule() { # mpmd_schedule NAME PATTERN "RANK0 FLAGS" "RANK1 FLAGS"
+    local name=$1 pattern=$2 out="$ZT/mpmd.$1.out" rc took
+    local common=(-e d2 -t 8 -b 2 -x 2 -v 0 -s 0 -i "$ZT/train.bin" -wt 5)
+    start=$(date +%s)
+    timeout 120 "${MPIRUN[@]}" -np 1 build/train_gpt2_z1 "${common[@]}" $3 : -np 1 build/train_gpt2_z1 "${common[@]}" $4 >"$out" 2>&1
+    rc=$?; took=$(( $(date +%s) - start ))
+    if [ "$rc" -eq 1 ] && [ "$took" -le 35 ] && [ "$(grep -c '^error' "$out")" -eq 1 ] && grep -qE "$pattern" "$out"; then
+        echo "PASS $name"
+    else
+        echo "FAIL $name: exit $rc after $took s; $(grep -c '^error' "$out") error lines; $(grep -m2 -E '^error|rror' "$out" | tr '\n' ' ')"
+    fi
+}
+mpmd_schedule zero_handshake_ranks_disagree_on_dm "^error: rank 1 \([^)]*\): -dm is '128' there but '64' on rank 0 \([^)]*\); expected every rank" \
+    "-d auto -dm 64" "-d auto -dm 128"
+mpmd_schedule zero_handshake_ranks_disagree_on_dl "^error: rank 1 \([^)]*\): -dl is 'linear' there but 'sqrt' on rank 0" \
+    "-d auto -dm 64 -dl sqrt" "-d auto -dm 64 -dl linear"
+mpmd_schedule zero_handshake_ranks_disagree_on_d_auto "^error: rank 1 \([^)]*\): -d is '64' there but 'auto' on rank 0" \
+    "-d auto -dm 64" "-d 64 -dm 64"

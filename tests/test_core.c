@@ -208,7 +208,7 @@ static void test_checkpoint_roundtrip(void) {
     for (int u = 0; u < L.num_units; u++) gpt2_init_unit(&L, u, a + L.units[u].offset, 7);
     char path[256];
     snprintf(path, sizeof(path), "/tmp/test_core_%d.bin", (int)getpid());
-    model_file_write(path, &L, a);
+    model_file_write(path, &L, a, 0x123456789abcdefull, 7);
     char tmp[300];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     CHECK("checkpoint_no_temp_file_left", access(tmp, F_OK) != 0);

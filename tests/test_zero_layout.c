@@ -111,12 +111,15 @@ static int check_formulas(const ParamLayout* L, int N) {
         size_t literal = stage == 0 ? 16 * psi : stage == 1 ? 8 * psi + 8 * psi / N : stage == 2 ? 4 * psi + 12 * psi / N : 16 * psi / N;
         REQUIRE(bytes == literal && zero_state_bytes_formula(stage, psi, N) == literal, "stage %d bytes %zu, formula %zu, literal %zu",
                 stage, bytes, zero_state_bytes_formula(stage, psi, N), literal);
-        // The GPU build (zero/engine_gpu.cuh): bf16 params and grads, fp32 master weights, m and v, stored
-        // as zero_buffer_numel says with has_master = 1; DESIGN.md's 2Ψ+2Ψ+12Ψ rows.
-        size_t mixed = 2 * (zero_buffer_numel(L, stage, ZERO_BUF_PARAMS, 1) + zero_buffer_numel(L, stage, ZERO_BUF_GRADS, 1)) +
-                       4 * (zero_buffer_numel(L, stage, ZERO_BUF_MASTER, 1) + zero_buffer_numel(L, stage, ZERO_BUF_ADAM_M, 1) +
-                            zero_buffer_numel(L, stage, ZERO_BUF_ADAM_V, 1));
-        size_t mixed_literal = stage == 0 ? 16 * psi : stage == 1 ? 4 * psi + 12 * psi / N : stage == 2 ? 2 * psi + 14 * psi / N : 16 * psi / N;
+        // The GPU build (zero/engine_gpu.cuh): bf16 params, one micro-step's bf16 gradients at
+        // stages 0, 1 (Ψ; stages 2, 3 write working units instead), their fp32 accumulation as
+        // zero_buffer_numel says (full or shard), fp32 master weights, m and v; DESIGN.md's
+        // 2Ψ+(2+4)Ψ+12Ψ rows (issue 13: fp32 gradient accumulation).
+        size_t grads_bf16 = stage <= 1 ? psi : 0;
+        size_t mixed = 2 * (zero_buffer_numel(L, stage, ZERO_BUF_PARAMS, 1) + grads_bf16) +
+                       4 * (zero_buffer_numel(L, stage, ZERO_BUF_GRADS, 1) + zero_buffer_numel(L, stage, ZERO_BUF_MASTER, 1) +
+                            zero_buffer_numel(L, stage, ZERO_BUF_ADAM_M, 1) + zero_buffer_numel(L, stage, ZERO_BUF_ADAM_V, 1));
+        size_t mixed_literal = stage == 0 ? 20 * psi : stage == 1 ? 8 * psi + 12 * psi / N : stage == 2 ? 2 * psi + 16 * psi / N : 18 * psi / N;
         REQUIRE(mixed == mixed_literal && zero_state_bytes_formula_mixed(stage, psi, N) == mixed_literal,
                 "stage %d mixed-precision bytes %zu, formula %zu, literal %zu", stage, mixed, zero_state_bytes_formula_mixed(stage, psi, N), mixed_literal);
         // E: the units holding the tied wte, reduce-scattered a second time (encoder's part) at

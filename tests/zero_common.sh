@@ -8,7 +8,7 @@
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 zero_setup() {
-    if ! make -s zero_binaries build/test_zero_layout build/test_zero_state >/tmp/zero_make.$$ 2>&1; then
+    if ! make -s zero_binaries build/test_zero_layout build/test_zero_state build/test_launcher >/tmp/zero_make.$$ 2>&1; then
         echo "FAIL zero_build: $(tail -3 /tmp/zero_make.$$ | tr '\n' ' ')"; rm -f /tmp/zero_make.$$; exit 1
     fi
     rm -f /tmp/zero_make.$$

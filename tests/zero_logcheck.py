@@ -3,11 +3,12 @@
 line printed says what was compared. Independent of the C code: the padded parameter count is
 recomputed here from the model config.
 
-  losses REF RUN TOL [--kinds train,val] [--from-step S] [--norm-rtol R]
-      every train (and val) loss of RUN within TOL of REF's at the same step (steps >= S), and
-      every train grad norm within relative R (default 2e-5)
+  losses REF RUN TOL [--kinds train,val] [--from-step S] [--norm-rtol R] [--relative 1]
+      every train (and val) loss of RUN within TOL of REF's at the same step (steps >= S;
+      relative to REF's loss with --relative 1), and every train grad norm within relative R
+      (default 2e-5)
   same REF RUN [--from-step S]
-      the train losses, as logged (6 decimals), are identical, and so are the gradient noise
+      the train losses, as logged (%.9g: every digit of the float), are identical, and so are the gradient noise
       scale fields (gns_g2, gns_trace, b_simple) where both logs have them
   offload RUN STAGE
       the config record's RAM and NVMe bytes per rank equal the placement's formula, and every
@@ -90,7 +91,7 @@ def main():
         if cmd == "same":
             # the loss, and the gradient noise scale meter's fields where the log has them (a
             # resume continues the meter's EMAs from the checkpoint)
-            fields = ["loss"] + [f for f in ("gns_g2", "gns_trace", "b_simple")
+            fields = ["loss"] + [f for f in ("gns_g2", "gns_trace", "b_simple", "batch_tokens", "tokens", "lr")
                                  if any(a[k].get(f) is not None and b[k].get(f) is not None for k in keys)]
             diff = [(k, f) for k in keys for f in fields if a[k].get(f) != b[k].get(f)]
             print(f"{len(keys)} records, fields {','.join(fields)}: {len(diff)} differ" +
@@ -98,12 +99,14 @@ def main():
             return 1 if diff else 0
         tol = float(args[2])
         norm_rtol = float(opts.get("--norm-rtol", "2e-5"))
-        worst = max(keys, key=lambda k: abs(a[k]["loss"] - b[k]["loss"]))
-        d = abs(a[worst]["loss"] - b[worst]["loss"])
+        scale = (lambda k: abs(a[k]["loss"])) if opts.get("--relative") == "1" else (lambda k: 1.0)
+        worst = max(keys, key=lambda k: abs(a[k]["loss"] - b[k]["loss"]) / scale(k))
+        d = abs(a[worst]["loss"] - b[worst]["loss"]) / scale(worst)
         # The grad norm too: AdamW is blind to a constant gradient scale (a missing 1/N), the norm is not.
         norms = [k for k in keys if k[0] == "train"]
         rel = max((abs(a[k]["grad_norm"] - b[k]["grad_norm"]) / max(abs(a[k]["grad_norm"]), 1e-12) for k in norms), default=0.0)
-        print(f"{len(keys)} losses, max |diff| {d:.2e} at {worst} (tolerance {tol:g}); grad norm max rel diff {rel:.2e} (tolerance {norm_rtol:g})")
+        what = "max |diff|/|ref|" if opts.get("--relative") == "1" else "max |diff|"
+        print(f"{len(keys)} losses, {what} {d:.2e} at {worst} (tolerance {tol:g}); grad norm max rel diff {rel:.2e} (tolerance {norm_rtol:g})")
         return 0 if d <= tol and rel <= norm_rtol else 1
     if cmd == "counts":
         run, stage = args[0], int(args[1])

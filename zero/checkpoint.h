@@ -14,9 +14,11 @@
 /*
  * Write the checkpoint of `step` into dir. Every rank writes its state file (its AdamW slices,
  * the step, the train data position, the seed, the gradient noise scale meter's EMAs, the batch
- * schedule's state: the batch of the next step, tokens seen); once all
- * are in place, rank 0 writes the model
- * file from the gathered parameters, which marks the checkpoint complete. Every rank calls it.
+ * schedule's state (the batch of the next step, tokens seen), the run id) into dir on its own
+ * host; once all are in place, rank 0 writes the model file from the gathered parameters (with
+ * its checksum, run id and step), which marks the checkpoint complete. dir may be shared or
+ * node-local (the same path, each host its own disk): nothing here reads another host's files.
+ * Every rank calls it.
  */
 static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long data_shard, long data_position,
                                  int seed, const BatchScheduleState* batch, const GNSMeter* gns) {
@@ -38,6 +40,7 @@ static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long 
     header[ZS_SEED] = seed;
     zero_state_header_set_batch(header, batch);
     zero_state_header_set_gns(header, gns);
+    header[ZS_RUN_ID] = (int64_t)zero_cluster.run_id;
     char path[4300];
     zero_state_rank_path(path, sizeof(path), dir, step, z->rank, z->world_size);
     zero_state_write(path, header, m, v);
@@ -48,7 +51,7 @@ static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long 
     zero_get_full_params(z, full); // stages 1-3 (GPU), 3 (CPU): gathered unit by unit to rank 0
     if (z->rank == 0) {
         model_checkpoint_path(path, sizeof(path), dir, step);
-        model_file_write(path, layout, full);
+        model_file_write(path, layout, full, zero_cluster.run_id, step);
         printf("checkpoint: %s + %d state file%s\n", path, z->world_size, z->world_size > 1 ? "s" : "");
     }
     free(full);
@@ -58,12 +61,81 @@ static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long 
 }
 
 /*
- * Resume: load this rank's state file of the checkpoint at `step` (same world size and stage as
- * this run) into the engine's AdamW slices, and return the train data position, the gradient
- * noise scale meter state (steps 0 when it has none) and the batch schedule's state it names. The
- * parameters came from the model file. An error on any rank stops every rank, with that rank's
- * error line; another batch size than batch_tokens (-1: none expected, -d auto takes the
- * checkpoint's) or another seed than the checkpoint's is a warning (rank 0).
+ * Resume, step 1 (common/train_setup.h, before any collective that depends on the checkpoint):
+ * rank 0 has decided to resume from `step` of the run zero_cluster.run_id, whose model file on
+ * its host holds a model of config cfg. Is this rank's own state file for that step in dir (on
+ * this host), for this rank and world size, this stage, that config, and of that run? Returns 1,
+ * or 0 with one error line in err naming this rank, its host and the file. header gets the
+ * file's header (ZERO_STATE_HEADER_INTS) when it returns 1. The payload (and its checksum) is read
+ * in zero_checkpoint_load_state.
+ */
+static int zero_checkpoint_confirm_state(const char* dir, int step, const GPT2Config* cfg, int rank, int N,
+                                         int64_t* header, char* err, size_t err_cap) {
+    char path[4300], who[128];
+    snprintf(who, sizeof(who), "error: rank %d (%s)", rank, zero_cluster.host);
+    zero_state_rank_path(path, sizeof(path), dir, step, rank, N);
+    if (!file_exists(path)) {
+        int sizes[16];
+        int count = zero_state_world_sizes(dir, step, sizes, 16);
+        char full[4300];
+        zero_state_full_path(full, sizeof(full), dir, step);
+        if (count > 0 && sizes[0] != N)
+            snprintf(err, err_cap, "%s: %s: missing: the checkpoint at step %d has state for world size %d; expected world size %d "
+                     "(this run); convert first: build/zero_consolidate -o %s -x %d -from %d -to %d -z %d",
+                     who, path, step, sizes[0], N, dir, step, sizes[0], N, ZERO_STAGE);
+        else if (count == 0 && file_exists(full))
+            snprintf(err, err_cap, "%s: %s: missing: the checkpoint at step %d has only its full state; expected per-rank state "
+                     "— convert first: build/zero_consolidate -o %s -x %d -from full -to %d -z %d", who, path, step, dir, step, N, ZERO_STAGE);
+        else
+            snprintf(err, err_cap, "%s: %s: missing state file; expected this rank's state for step %d, which rank 0 resumes from "
+                     "(model_%08d.bin on %s; a node-local -o keeps each rank's state on the host it ran on)", who, path, step, step,
+                     zero_rank_host(0));
+        return 0;
+    }
+    FILE* f = fopen(path, "rb");
+    size_t got = f ? fread(header, sizeof(int64_t), ZERO_STATE_HEADER_INTS, f) : 0;
+    long long bytes = -1;
+    if (f) { fseek(f, 0, SEEK_END); bytes = ftell(f); fclose(f); }
+    if (got != ZERO_STATE_HEADER_INTS || header[ZS_MAGIC] != ZERO_STATE_MAGIC || header[ZS_VERSION] != ZERO_STATE_VERSION) {
+        snprintf(err, err_cap, "%s: %s: not a state file (short, or bad magic/version); expected a state file written by train_gpt2",
+                 who, path);
+        return 0;
+    }
+    ParamLayout layout;
+    param_layout_build(&layout, cfg, N, ZERO_ALIGN);
+    long long numel = (long long)layout.shard_numel;
+    param_layout_free(&layout);
+    GPT2Config file_cfg = zero_state_header_config(header);
+    if (header[ZS_WORLD_SIZE] != N || header[ZS_RANK] != rank || header[ZS_STEP] != step)
+        snprintf(err, err_cap, "%s: %s: holds rank %lld of %lld at step %lld; expected rank %d of %d at step %d",
+                 who, path, (long long)header[ZS_RANK], (long long)header[ZS_WORLD_SIZE], (long long)header[ZS_STEP], rank, N, step);
+    else if (!gpt2_config_equal(&file_cfg, cfg) || header[ZS_ALIGN] != ZERO_ALIGN || header[ZS_NUMEL] != numel)
+        snprintf(err, err_cap, "%s: %s: model config or slice size differs from model_%08d.bin; expected the state of the same checkpoint",
+                 who, path, step);
+    else if (header[ZS_ZERO_STAGE] != ZERO_STAGE)
+        snprintf(err, err_cap, "%s: %s: written at ZeRO stage %lld; expected stage %d (this binary) "
+                 "— convert first: build/zero_consolidate -o %s -x %d -from %d -to %d -z %d",
+                 who, path, (long long)header[ZS_ZERO_STAGE], ZERO_STAGE, dir, step, N, N, ZERO_STAGE);
+    else if ((uint64_t)header[ZS_RUN_ID] != zero_cluster.run_id)
+        snprintf(err, err_cap, "%s: %s: written by run %016llx, but model_%08d.bin (rank 0, %s) by run %016llx; expected the state "
+                 "written with that model file (a file of another run left in this dir?)", who, path,
+                 (unsigned long long)header[ZS_RUN_ID], step, zero_rank_host(0), (unsigned long long)zero_cluster.run_id);
+    else if (bytes != (long long)sizeof(int64_t) * ZERO_STATE_HEADER_INTS + 2 * numel * (long long)sizeof(float))
+        snprintf(err, err_cap, "%s: %s: file is %lld bytes; expected %lld for the %lld-element slices its header names (truncated or damaged)",
+                 who, path, bytes, (long long)sizeof(int64_t) * ZERO_STATE_HEADER_INTS + 2 * numel * (long long)sizeof(float), numel);
+    else
+        return 1;
+    return 0;
+}
+
+/*
+ * Resume, step 2: load this rank's state file of the checkpoint at `step` (confirmed in step 1)
+ * into the engine's AdamW slices, and return the train data position, the gradient noise scale
+ * meter state (steps 0 when it has none) and the batch schedule's state it names. The parameters
+ * came from the model file (model_source_unit). An error on any rank (a damaged payload) stops
+ * every rank, with that rank's error line; another batch size than batch_tokens (-1: none
+ * expected, -d auto takes the checkpoint's) or another seed than the checkpoint's is a warning
+ * (rank 0).
  */
 static void zero_checkpoint_load_state(ZeroEngine* z, const char* dir, int step, int seed, long long batch_tokens,
                                        long* data_shard, long* data_position, GNSMeter* gns, BatchScheduleState* batch) {
@@ -72,37 +144,13 @@ static void zero_checkpoint_load_state(ZeroEngine* z, const char* dir, int step,
     char path[4300], err[9000] = "";
     int64_t header[ZERO_STATE_HEADER_INTS];
     float *m = NULL, *v = NULL;
-    int ok = 0;
+    int ok = zero_checkpoint_confirm_state(dir, step, &layout->config, z->rank, N, header, err, sizeof(err));
     zero_state_rank_path(path, sizeof(path), dir, step, z->rank, N);
-    if (!file_exists(path)) {
-        int sizes[16];
-        int count = zero_state_world_sizes(dir, step, sizes, 16);
-        char full[4300];
-        zero_state_full_path(full, sizeof(full), dir, step);
-        if (count > 0 && sizes[0] != N)
-            snprintf(err, sizeof(err), "error: %s: missing: the checkpoint at step %d has state for world size %d; expected world size %d "
-                     "(this run); convert first: build/zero_consolidate -o %s -x %d -from %d -to %d -z %d",
-                     path, step, sizes[0], N, dir, step, sizes[0], N, ZERO_STAGE);
-        else if (count == 0 && file_exists(full))
-            snprintf(err, sizeof(err), "error: %s: missing: the checkpoint at step %d has only its full state; expected per-rank state "
-                     "— convert first: build/zero_consolidate -o %s -x %d -from full -to %d -z %d", path, step, dir, step, N, ZERO_STAGE);
-        else
-            snprintf(err, sizeof(err), "error: %s: missing state file; expected one state file per rank beside model_%08d.bin", path, step);
-    } else if (zero_state_read(path, header, &m, &v, err, sizeof(err)) == 0) {
-        GPT2Config cfg = zero_state_header_config(header);
-        if (header[ZS_WORLD_SIZE] != N || header[ZS_RANK] != z->rank || header[ZS_STEP] != step)
-            snprintf(err, sizeof(err), "error: %s: holds rank %lld of %lld at step %lld; expected rank %d of %d at step %d",
-                     path, (long long)header[ZS_RANK], (long long)header[ZS_WORLD_SIZE], (long long)header[ZS_STEP], z->rank, N, step);
-        else if (!gpt2_config_equal(&cfg, &layout->config) || header[ZS_ALIGN] != layout->align ||
-                 header[ZS_NUMEL] != (int64_t)layout->shard_numel)
-            snprintf(err, sizeof(err), "error: %s: model config or slice size differs from model_%08d.bin; expected the state of the same checkpoint",
-                     path, step);
-        else if (header[ZS_ZERO_STAGE] != ZERO_STAGE)
-            snprintf(err, sizeof(err), "error: %s: written at ZeRO stage %lld; expected stage %d (this binary) "
-                     "— convert first: build/zero_consolidate -o %s -x %d -from %d -to %d -z %d",
-                     path, (long long)header[ZS_ZERO_STAGE], ZERO_STAGE, dir, step, N, N, ZERO_STAGE);
-        else
-            ok = 1;
+    if (ok && zero_state_read(path, header, &m, &v, err, sizeof(err)) != 0) {
+        char line[sizeof(err)];
+        snprintf(line, sizeof(line), "error: rank %d (%s): %.8800s", z->rank, zero_cluster.host, err + strlen("error: "));
+        memcpy(err, line, sizeof(err));
+        ok = 0;
     }
     int bad = zero_first_failing_rank(z, ok);
     if (bad >= 0) {
@@ -124,6 +172,56 @@ static void zero_checkpoint_load_state(ZeroEngine* z, const char* dir, int step,
     *gns = zero_state_header_gns(header);
     free(m);
     free(v);
+}
+
+// ---- where the model comes from ----
+
+/*
+ * The resume checkpoint's model file is on rank 0's disk (with a node-local -o, only there):
+ * train_run_start sets this when resuming, from rank 0's decision (the config rank 0 read from
+ * the file's header comes with it), and model_source_* then read that file on rank 0 only and
+ * broadcast it, unit by unit.
+ */
+static struct {
+    int active;
+    char path[4300];
+    GPT2Config config;
+} zero_resume_model;
+
+/*
+ * The model config for init (-e, or the resume checkpoint's model file): a depth descriptor
+ * (returns 0), or a model file (returns 1: model_source_unit reads its parameters) whose header
+ * is read and whose checksum is checked here (the resume checkpoint's: by rank 0 when it decided,
+ * common/train_setup.h, as the other ranks may not have it). Bad input: one error line, exit 1.
+ */
+static int model_source_config(const char* init, GPT2Config* cfg) {
+    if (zero_resume_model.active && strcmp(init, zero_resume_model.path) == 0) {
+        *cfg = zero_resume_model.config; // rank 0 checked the file when it decided to resume
+        return 1;
+    }
+    if (gpt2_config_from_descriptor(init, cfg) == 0) return 0;
+    if (init[0] == 'd' && init[1] >= '0' && init[1] <= '9' && strchr(init, '.') == NULL && strchr(init, '/') == NULL) {
+        fprintf(stderr, "error: -e %s: unknown depth descriptor; expected d1, d2, d3, d4, d6, d12, d24, d36, d48 or a model file\n", init);
+        exit(1);
+    }
+    int version;
+    model_file_read_header(init, cfg, &version);
+    char err[4400] = "";
+    int ok = model_file_verify(init, NULL, NULL, err, sizeof(err)) == 0;
+    zero_startup_agree(ok, err, "checking the model file's checksum"); // every rank reads -e: one line, not one per rank
+    return 1;
+}
+
+// One unit of a model file's parameters into unit_buf (padded_numel elements): read here, or
+// (the resume checkpoint) read by rank 0 and broadcast to every rank.
+static void model_source_unit(const char* init, const ParamLayout* layout, int unit, float* unit_buf) {
+    if (!(zero_resume_model.active && strcmp(init, zero_resume_model.path) == 0 && zero_cluster.world_size > 1)) {
+        model_file_read_params(init, layout, unit_buf, unit);
+        return;
+    }
+    if (zero_cluster.rank == 0) model_file_read_params(init, layout, unit_buf, unit);
+    // Broadcast: padded_numel fp32 elements of the unit, rank 0's file to every rank.
+    zero_startup_bcast(unit_buf, layout->units[unit].padded_numel * sizeof(float), "the resume checkpoint's parameters from rank 0");
 }
 
 #endif // ZERO_CHECKPOINT_H

@@ -26,43 +26,17 @@ static ZeroEngine* zero_active_engine = NULL;
 // ============================================================================================
 // Ranks and devices
 
-static int zero_launched_by_mpi(void) {
-    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL || getenv("PMI_SIZE") != NULL;
-}
-
-/*
- * Start the ranks and pick this rank's GPU. Under mpirun/srun: MPI starts, and each rank takes
- * the GPU of its rank on the node (local rank). Run directly: one rank, no MPI at all (MPI is not
- * initialized, so the engine makes no MPI call). NCCL cannot put two ranks on one GPU; the
- * host-staged MPI backend can (device = local rank modulo the GPUs present).
- */
-static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size) {
-    *rank = 0;
-    *world_size = 1;
-    int local_rank = 0;
-#if ZERO_NO_MPI
-    zero_single_process_check(); // zero/mpi_single.h: several tasks started is one error
-#endif
-    if (zero_launched_by_mpi()) {
-        int provided;
-        MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
-        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); // MPI_CHECK reports, then aborts
-        MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
-        MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, world_size));
-        MPI_Comm node;
-        MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, *rank, MPI_INFO_NULL, &node));
-        MPI_CHECK(MPI_Comm_rank(node, &local_rank));
-        MPI_CHECK(MPI_Comm_free(&node));
-    }
-    int device_count = 0;
-    if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
-        fprintf(stderr, "error: rank %d: no CUDA device visible; expected a GPU (sm_80 or newer) for train_gpt2cu\n", *rank);
-        zero_abort_all_ranks(1);
-    }
-    if (!ZERO_COMM_MPI && *world_size > 1 && local_rank >= device_count) {
-        fprintf(stderr, "error: rank %d: local rank %d but only %d GPUs on this node; expected at most one rank per GPU "
-                "(NCCL cannot share a GPU between ranks; build with ZERO_COMM=mpi to test several ranks on one GPU%s)\n",
-                *rank, local_rank, device_count,
+// This rank's GPU from its local rank (zero/launcher.h's rule: the local rank's device, or device
+// 0 when the launcher gave each task one GPU); `source` names where the local rank came from.
+static void zero_pick_device(int rank, int local_rank, int device_count, const char* source) {
+    int device = launcher_device_for(local_rank, device_count);
+    if (device < 0 && ZERO_COMM_MPI) device = local_rank % device_count; // host-staged: ranks may share a GPU
+    if (device < 0) {
+        char host[ZERO_HOST_CHARS] = "?";
+        gethostname(host, sizeof(host) - 1);
+        fprintf(stderr, "error: rank %d (%s): local rank %d (%s) but only %d GPUs visible on this node; expected at most one rank "
+                "per GPU (NCCL cannot share a GPU between ranks; build with ZERO_COMM=mpi to test several ranks on one GPU%s)\n",
+                rank, host, local_rank, source, device_count,
 #ifdef CUDA_EMULATION
                 ", or set EMU_DEVICE_COUNT to the ranks per node: emulated GPUs"
 #else
@@ -71,10 +45,61 @@ static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size
         );
         zero_abort_all_ranks(1);
     }
-    CUDA_CHECK(cudaSetDevice(local_rank % device_count));
+    CUDA_CHECK(cudaSetDevice(device));
+    char host[ZERO_HOST_CHARS] = "?";
+    gethostname(host, sizeof(host) - 1);
+    printf("rank %d (%s): GPU %d of %d visible (local rank %d, from %s)\n", rank, host, device, device_count, local_rank, source);
+}
+
+/*
+ * Start the ranks and pick this rank's GPU. The GPU comes first, from the launcher's local rank
+ * (zero/launcher.h: Open MPI, Hydra, MVAPICH or Slurm variables) before MPI_Init, so that a
+ * CUDA-aware MPI opens its context on this rank's device, not on GPU 0 for every rank; a
+ * launcher that gives none leaves it to MPI_COMM_TYPE_SHARED (the ranks on this node) after
+ * MPI_Init. Launched as a task (mpirun, srun): MPI starts. Run directly: one rank, no MPI at all
+ * (MPI is not initialized, so the engine makes no MPI call). NCCL cannot put two ranks on one
+ * GPU; the host-staged MPI backend can (device = local rank modulo the GPUs present).
+ */
+static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size) {
+    *rank = 0;
+    *world_size = 1;
+#if ZERO_NO_MPI
+    zero_single_process_check(); // zero/mpi_single.h: several tasks started is one error
+#endif
+    zero_cluster.launcher = launcher_view(); // before MPI_Init, which sets variables of its own
+    const char* source = zero_cluster.launcher.local_var;
+    int local_rank = zero_cluster.launcher.local_rank;
+    int task = zero_cluster.launcher.task > 0 ? zero_cluster.launcher.task : 0;
+    int device_count = 0;
+    if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
+        fprintf(stderr, "error: rank %d: no CUDA device visible; expected a GPU (sm_80 or newer) for train_gpt2cu\n",
+                task);
+        zero_abort_all_ranks(1);
+    }
+    if (local_rank >= 0) zero_pick_device(task, local_rank, device_count, source);
+    if (zero_cluster.launcher.task >= 0 || zero_cluster.launcher.tasks >= 0) {
+        int provided;
+        MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); // MPI_CHECK reports, then aborts
+        MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
+        MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, world_size));
+        if (local_rank < 0) {
+            MPI_Comm node;
+            MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, *rank, MPI_INFO_NULL, &node));
+            MPI_CHECK(MPI_Comm_rank(node, &local_rank));
+            MPI_CHECK(MPI_Comm_free(&node));
+            zero_pick_device(*rank, local_rank, device_count, "MPI_COMM_TYPE_SHARED");
+        }
+    } else if (local_rank < 0) {
+        zero_pick_device(0, 0, device_count, "one process");
+    }
+    zero_ranks_started(*rank, *world_size);
 }
 
 static void zero_ranks_stop(void) {
+    zero_run_lock_release();
+    signal(SIGTERM, SIG_DFL); // as zero/comm_mpi.h's: nothing left to diagnose
+    signal(SIGINT, SIG_DFL);
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized) MPI_Finalize();
@@ -265,9 +290,9 @@ static void zero_host_staged_collective(ZeroEngine* z, ZeroOpKind kind, const bf
     else if (kind == ZERO_OP_REDUCE_SCATTER) zero_op_reduce_scatter(z, &op, host, n, unit, what);
     else zero_op_all_gather(z, &op, NULL, host, n, unit, what);
     zero_op_wait(z, &op);
-    // Up: the whole unit, or (reduce-scatter) the rank's reduced slice, which MPI leaves at the
-    // start of the buffer, to its own place as NCCL's in-place reduce-scatter would.
-    size_t up_from = 0, up_to = kind == ZERO_OP_REDUCE_SCATTER ? first : 0, up_n = kind == ZERO_OP_REDUCE_SCATTER ? shard : n;
+    // Up: the whole unit, or (reduce-scatter) the rank's reduced slice, from where the MPI path
+    // leaves it (zero_reduce_scatter_result) to its own place as NCCL's in-place reduce-scatter would.
+    size_t up_from = kind == ZERO_OP_REDUCE_SCATTER ? (size_t)(zero_reduce_scatter_result(z, host, n) - host) : 0, up_to = kind == ZERO_OP_REDUCE_SCATTER ? first : 0, up_n = kind == ZERO_OP_REDUCE_SCATTER ? shard : n;
     for (size_t i = 0; i < up_n; i++) host_half[i] = __float2bfloat16(host[up_from + i]);
     CUDA_CHECK(cudaMemcpyAsync(buf + up_to, host_half, up_n * sizeof(bf16), cudaMemcpyHostToDevice, z->comm));
     zero_stream_synchronize(z, z->comm, what); // host_half is reused by the next collective

@@ -2,9 +2,11 @@
  * zero/comm_mpi.h: communication over MPI: every MPI call of the engine (and of the trainer).
  * Part of the ZeRO engine (the map is in zero.cuh).
  *
- * Collectives (CPU build): non-blocking MPI (MPI_Iallreduce, MPI_Ireduce_scatter_block,
- * MPI_Iallgather, MPI_Igather), started when a unit is ready and waited on where the result is
- * needed, behind zero_op_* and zero_ranks_* functions (the GPU engine puts NCCL behind its own
+ * Collectives (CPU build): the unit collectives (all-reduce, reduce-scatter, all-gather) are the
+ * engine's rings over MPI point-to-point (zero/comm_ring.h; MPI's MPI_Iallreduce,
+ * MPI_Ireduce_scatter_block, MPI_Iallgather with ZERO_RING=0), scalars, barriers and checkpoint
+ * gathers MPI's own non-blocking collectives, started when a unit is ready and waited on where
+ * the result is needed, behind zero_op_* and zero_ranks_* functions (the GPU engine puts NCCL behind its own
  * functions in zero/engine_gpu.cuh and uses these for scalars, barriers and checkpoints). A wait
  * is an MPI_Test loop with a clock: past -wt seconds it names the rank, collective, unit and step
  * and aborts every rank (MPI_Abort). With world_size 1 no MPI call is made at all, so a program
@@ -37,28 +39,37 @@ static double zero_clock(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-#if !ZERO_GPU_BUILD // the GPU build's start-up also picks the device: zero/engine_gpu.cuh
+static void zero_ranks_stop(void);                        // below (CPU), zero/comm_gpu.cuh (GPU)
+static void zero_ranks_started(int rank, int world_size); // zero/handshake.h
+static void zero_run_lock_release(void);                  // zero/run_lock.h
+static void zero_faults_remove_files(void);               // zero/faults.h
+
+#if !ZERO_GPU_BUILD // the GPU build's start-up also picks the device: zero/comm_gpu.cuh
 // Start the ranks: under mpirun each process learns its rank; run directly, MPI starts as a
 // singleton (world size 1). OpenMP threads never call MPI; the progress thread
 // (zero/progress_cpu.h) does, beside the main thread, hence MULTIPLE (without it: no thread).
 static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size) {
+    zero_cluster.launcher = launcher_view(); // before MPI_Init, which sets variables of its own
     int provided;
     MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); // MPI_CHECK reports, then aborts
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, world_size));
+    zero_ranks_started(*rank, *world_size);
 }
 
 static void zero_ranks_stop(void) {
     zero_progress_thread_stop();
-    MPI_Finalize();
+    zero_run_lock_release();
+    // From here on a SIGTERM (the launcher ending ranks still finalizing after another exited)
+    // has nothing to diagnose: the default action, not zero/faults.h's line.
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGINT, SIG_DFL);
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) MPI_Finalize(); // test programs use the engine without MPI
 }
 #endif
-
-// Every rank waits here until all arrive (start-up only, before the engine exists; no timeout).
-static void zero_ranks_barrier(int world_size) {
-    if (world_size > 1) MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-}
 
 #if ZERO_GPU_BUILD
 static void zero_abort_device_comm(void); // zero/engine_gpu.cuh: ncclCommAbort first
@@ -71,6 +82,7 @@ static void zero_abort_all_ranks(int code) {
 #if ZERO_GPU_BUILD
     zero_abort_device_comm();
 #endif
+    zero_faults_remove_files(); // MPI_Abort runs no atexit handlers
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized) MPI_Abort(MPI_COMM_WORLD, code);
@@ -83,23 +95,39 @@ static void zero_abort_all_ranks(int code) {
 // buffer, unit and step. The caller aborts every rank after it.
 static void zero_report_timeout(const ZeroEngine* z, const ZeroOp* op, int step, double waited) {
     char unit[64];
-    fprintf(stderr, "error: rank %d: %s of %s, unit %s, at step %d waited %.1f s, longer than -wt %g s; "
+    fprintf(stderr, "error: rank %d (%s): %s of %s, unit %s, at step %d waited %.1f s, longer than -wt %g s; "
             "expected every rank to reach this collective (a rank died or is stuck); aborting all ranks\n",
-            z->rank, zero_op_names[op->kind], op->what, zero_unit_name(z->layout, op->unit, unit, sizeof(unit)),
+            z->rank, zero_cluster.host, zero_op_names[op->kind], op->what, zero_unit_name(z->layout, op->unit, unit, sizeof(unit)),
             step, waited, z->timeout_s);
 }
 
-// Wait for op as an MPI_Test loop with a clock. Past z->timeout_s: one diagnosis line naming
+static void zero_ring_progress(ZeroEngine* z); // zero/comm_ring.h
+static int zero_ring_done(ZeroEngine* z, ZeroOp* op);
+static void zero_ring_begin(ZeroEngine* z, ZeroOp* op, float* buf, size_t n, int reduce_steps, int steps);
+
+// The unit collectives run as the engine's rings (zero/comm_ring.h) unless built with ZERO_RING=0.
+static int zero_op_is_ring(const ZeroOp* op) {
+    return ZERO_RING && (op->kind == ZERO_OP_ALL_REDUCE || op->kind == ZERO_OP_REDUCE_SCATTER || op->kind == ZERO_OP_ALL_GATHER);
+}
+
+// Is op complete? Advances the ring queue (rings) or tests the MPI request.
+static int zero_op_test(ZeroEngine* z, ZeroOp* op) {
+    if (zero_op_is_ring(op)) return zero_ring_done(z, op);
+    int done = 0;
+    MPI_CHECK(MPI_Test(&op->request, &done, MPI_STATUS_IGNORE));
+    return done;
+}
+
+// Wait for op as a test loop with a clock. Past z->timeout_s: one diagnosis line naming
 // rank, collective, unit and step, then MPI_Abort for every rank. The time spent here is the
 // exposed (not overlapped) communication time.
 static void zero_op_wait(ZeroEngine* z, ZeroOp* op) {
     if (op->kind == ZERO_OP_NONE) return;
     double start = zero_clock();
     long spins = 0;
+    zero_waiting_begin(zero_op_names[op->kind], op->what, op->unit, z->step, start);
     for (;;) {
-        int done = 0;
-        MPI_CHECK(MPI_Test(&op->request, &done, MPI_STATUS_IGNORE));
-        if (done) break;
+        if (zero_op_test(z, op)) break;
         double waited = zero_clock() - start;
         if (waited > z->timeout_s) {
             zero_report_timeout(z, op, z->step, waited);
@@ -112,6 +140,7 @@ static void zero_op_wait(ZeroEngine* z, ZeroOp* op) {
             nanosleep(&ts, NULL);
         }
     }
+    zero_waiting_end();
     double waited = zero_clock() - start;
     z->comm_wait_s_step += waited;
     z->comm_wait_s_total += waited;
@@ -119,10 +148,13 @@ static void zero_op_wait(ZeroEngine* z, ZeroOp* op) {
     zero_progress_note_end();
 }
 
-// Let in-flight collectives advance. Open MPI's non-blocking collectives progress only inside
-// MPI calls, so the engine tests its requests at every call the model makes.
+// Let in-flight collectives advance. Open MPI moves data only inside MPI calls, so the engine
+// advances its rings (or tests its requests) at every call the model makes.
 static void zero_progress(ZeroEngine* z) {
     if (z->world_size == 1) return;
+#if ZERO_RING
+    zero_ring_progress(z);
+#else
     int done;
     int n = z->layout->num_units;
     if (z->grad_ops) for (int u = 0; u < n; u++) if (z->grad_ops[u].kind != ZERO_OP_NONE) MPI_Test(&z->grad_ops[u].request, &done, MPI_STATUS_IGNORE);
@@ -131,6 +163,7 @@ static void zero_progress(ZeroEngine* z) {
         if (z->param_work[i].op.kind != ZERO_OP_NONE) MPI_Test(&z->param_work[i].op.request, &done, MPI_STATUS_IGNORE);
         if (z->grad_work[i].op.kind != ZERO_OP_NONE) MPI_Test(&z->grad_work[i].op.request, &done, MPI_STATUS_IGNORE);
     }
+#endif
 }
 
 static void zero_op_begin(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, int unit, const char* what, long long sent) {
@@ -151,32 +184,51 @@ static void zero_op_begin(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, int unit, 
 static void zero_op_all_reduce(ZeroEngine* z, ZeroOp* op, float* buf, size_t n, int unit, const char* what) {
     if (z->world_size == 1) return;
     zero_op_begin(z, op, ZERO_OP_ALL_REDUCE, unit, what, zero_ring_all_reduce_elements(n, z->world_size));
+#if ZERO_RING
+    zero_ring_begin(z, op, buf, n, z->world_size - 1, 2 * (z->world_size - 1));
+#else
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &op->request));
+#endif
 }
 
-// Reduce-scatter (sum) in place: buf holds n elements on every rank; afterwards its first
-// n/world_size elements hold the sum over ranks of slice `rank` (MPI's MPI_IN_PLACE rule).
+// Reduce-scatter (sum) in place: buf holds n elements on every rank; afterwards the sum over
+// ranks of slice `rank` is at zero_reduce_scatter_result(z, buf, n): at buf + rank*n/world_size
+// (the ring; NCCL's in-place form), or at buf (MPI's MPI_IN_PLACE rule, with ZERO_RING=0).
 static void zero_op_reduce_scatter(ZeroEngine* z, ZeroOp* op, float* buf, size_t n, int unit, const char* what) {
     if (z->world_size == 1) return; // the single slice is already in place
     zero_op_begin(z, op, ZERO_OP_REDUCE_SCATTER, unit, what, zero_ring_reduce_scatter_elements(n, z->world_size));
+#if ZERO_RING
+    zero_ring_begin(z, op, buf, n, z->world_size - 1, z->world_size - 1);
+#else
     MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, buf, (int)(n / (size_t)z->world_size), MPI_FLOAT, MPI_SUM,
                                         MPI_COMM_WORLD, &op->request));
+#endif
+}
+static float* zero_reduce_scatter_result(const ZeroEngine* z, float* buf, size_t n) {
+    return ZERO_RING || z->world_size == 1 ? buf + (size_t)z->rank * (n / (size_t)z->world_size) : buf;
 }
 
 // All-gather into buf (n elements): each rank contributes n/world_size elements from `mine`,
 // which land at buf + r*n/world_size; mine == NULL means they are already there (in place).
 static void zero_op_all_gather(ZeroEngine* z, ZeroOp* op, const float* mine, float* buf, size_t n, int unit, const char* what) {
     size_t shard = n / (size_t)z->world_size;
+    float* own = buf + (size_t)z->rank * shard;
     if (z->world_size == 1) {
         if (mine != NULL) memcpy(buf, mine, shard * sizeof(float));
         return;
     }
     zero_op_begin(z, op, ZERO_OP_ALL_GATHER, unit, what, zero_ring_all_gather_elements(n, z->world_size));
+#if ZERO_RING
+    if (mine != NULL && mine != own) memcpy(own, mine, shard * sizeof(float));
+    zero_ring_begin(z, op, buf, n, 0, z->world_size - 1);
+#else
+    (void)own;
     if (mine == NULL) {
         MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)shard, MPI_FLOAT, MPI_COMM_WORLD, &op->request));
     } else {
         MPI_CHECK(MPI_Iallgather(mine, (int)shard, MPI_FLOAT, buf, (int)shard, MPI_FLOAT, MPI_COMM_WORLD, &op->request));
     }
+#endif
 }
 
 // Gather to rank 0: n/world_size elements from `mine` of every rank into buf (n elements, rank

@@ -17,9 +17,22 @@ typedef enum {
 static const char* const zero_op_names[] = {"none", "all_reduce", "reduce_scatter", "all_gather", "gather",
                                             "scalar all_reduce", "barrier"};
 
+// A ring collective's progress (zero/comm_ring.h): which step it is at and its messages.
+typedef struct ZeroRing {
+    float* buf;               // N chunks of shard elements
+    size_t shard;
+    int steps, reduce_steps;  // all steps; the first reduce_steps of them reduce-scatter
+    int step, posted;         // steps done; whether step's messages are in flight
+    int recv_chunk, tag;
+    int queued;               // in the engine's ring queue (not yet complete)
+    MPI_Request requests[2];  // [0] send to the right neighbour, [1] receive from the left
+    struct ZeroOp* next;      // the ring queued after this one
+} ZeroRing;
+
 // One collective in flight; kind NONE when there is nothing to wait for.
-typedef struct {
-    MPI_Request request;
+typedef struct ZeroOp {
+    MPI_Request request;      // MPI's own collectives (scalars, barriers, gathers)
+    ZeroRing ring;            // the unit collectives (all-reduce, reduce-scatter, all-gather) with ZERO_RING
     ZeroOpKind kind;
     int unit;          // the unit it moves, -1 for scalars and barriers
     const char* what;  // for the timeout diagnosis: which buffer
@@ -194,8 +207,14 @@ typedef struct {
     double copy_wait_s_step;           // host time waiting for a gradient copy (exposed)
 #endif
     ZeroOffload offload;               // -zo, -zp (zero/offload.h)
+    // Ring collectives (zero/comm_ring.h): the queue (one ring in flight at a time) and its
+    // receive buffer, one chunk of the largest ring.
+    ZeroOp *ring_head, *ring_tail;
+    float* ring_scratch;
+    size_t ring_scratch_capacity;
+    long long ring_count;              // rings started so far: their tags
     // Accounting
-    size_t bytes_params, bytes_grads, bytes_optimizer, bytes_working; // the state's size, wherever it lives
+    size_t bytes_params, bytes_grads, bytes_optimizer, bytes_working, bytes_ring; // the state's size, wherever it lives
     long long sent_elements_step, sent_elements_total; // ring count, bulk collectives only
     int scalar_all_reduces_step;
     double comm_wait_s_step, comm_wait_s_total;        // exposed: time spent waiting

@@ -57,6 +57,8 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     z->kept_count = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row counts");
     z->kept_first = (size_t*)zero_calloc((size_t)n, sizeof(size_t), "kept-row offsets");
     z->bytes_working += zero_offload_staging_bytes(z);
+    // The rings' receive buffer: one chunk of the largest unit (zero/comm_ring.h).
+    if (ZERO_RING && world_size > 1) zero_ring_scratch(z, unit_n / (size_t)world_size);
     zero_offload_open(z);
 }
 
@@ -95,15 +97,18 @@ static void zero_free(ZeroEngine* z) {
     free(z->grad_ops); free(z->param_ops);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { free(z->param_work[i].data); free(z->grad_work[i].data); }
     free(z->kept_count); free(z->kept_first); free(z->kept_ids); free(z->kept_data);
+    zero_ring_forget(z);
+    free(z->ring_scratch);
 }
 // Stage 2/3: finish the reduce-scatter of a gradient working unit and add the rank's reduced
-// slice (the first shard_numel elements, in place) into its gradient shard; free the unit.
-// Accumulation over micro-steps happens here: shard += this micro-step's reduced slice.
+// slice (shard_numel elements, where zero_reduce_scatter_result says) into its gradient shard;
+// free the unit. Accumulation over micro-steps happens here: shard += this micro-step's slice.
 static void zero_grad_work_finish(ZeroEngine* z, ZeroWorkingUnit* w) {
     zero_op_wait(z, &w->op);
     const ParamUnit* u = &z->layout->units[w->unit];
     float* shard = zero_owned(z, z->grads, ZERO_BUF_GRADS, w->unit);
-    for (size_t i = 0; i < u->shard_numel; i++) shard[i] += w->data[i];
+    const float* reduced = zero_reduce_scatter_result(z, w->data, u->padded_numel);
+    for (size_t i = 0; i < u->shard_numel; i++) shard[i] += reduced[i];
     w->unit = -1;
 }
 
@@ -210,7 +215,8 @@ static float* zero_grads_unit(ZeroEngine* z, int unit) {
 }
 
 // Reduce-scatter in place on a gradient working unit (stages 2, 3): padded_numel elements in,
-// this rank's shard_numel reduced slice out at its start, added into the shard when finished.
+// this rank's shard_numel reduced slice out (where zero_reduce_scatter_result says), added into
+// the shard when finished.
 static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
     const ParamUnit* u = &z->layout->units[unit];
     if (z->measure_local_grad_norm) z->local_grad_norm_sq += norm_squared(w->data, u->padded_numel); // GNS small batch
@@ -273,7 +279,8 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
         zero_op_all_reduce(z, &z->grad_ops[unit], z->grads + u->offset, u->padded_numel, unit, "gradients");
     } else if (ZERO_STAGE == 1 && last_micro_step) {
         // Reduce-scatter in place: the unit's padded_numel gradients in, this rank's reduced
-        // shard_numel slice out at the unit's start (moved to its own slice in the optimizer step).
+        // shard_numel slice out at its own slice (ring; at the unit's start with ZERO_RING=0,
+        // moved there in the optimizer step).
         zero_op_reduce_scatter(z, &z->grad_ops[unit], z->grads + u->offset, u->padded_numel, unit, "gradients");
     } else if (ZERO_STAGE >= 2) {
         ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
@@ -411,8 +418,9 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
         if (ZERO_STAGE == 0) zero_op_wait(z, &z->grad_ops[unit]);
         if (ZERO_STAGE == 1) {
             zero_op_wait(z, &z->grad_ops[unit]);
-            float* unit_grads = z->grads + u->offset;
-            if (z->rank != 0) memmove(unit_grads + (size_t)z->rank * u->shard_numel, unit_grads, u->shard_numel * sizeof(float));
+            float* unit_grads = z->grads + u->offset, *own = unit_grads + (size_t)z->rank * u->shard_numel;
+            float* reduced = zero_reduce_scatter_result(z, unit_grads, u->padded_numel);
+            if (reduced != own) memmove(own, reduced, u->shard_numel * sizeof(float));
         }
     }
     if (ZERO_STAGE >= 2) {

@@ -190,7 +190,7 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     if (world_size > 1) {
         ncclUniqueId id;
         if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-        MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD));
+        zero_startup_bcast(&id, sizeof(id), "the NCCL id from rank 0"); // bounded by -wt (zero/handshake.h)
         NCCL_CHECK(ncclCommInitRank(&z->nccl, world_size, id, rank));
     }
 #endif
@@ -248,7 +248,7 @@ static void zero_free(ZeroEngine* z) {
     }
     adamw_plan_free(&z->adamw_plan);
     free(z->adamw_unit_chunks);
-    free(z->host_float); free(z->host_bf16);
+    free(z->host_float); free(z->host_bf16); free(z->ring_scratch);
     free(z->kept_count); free(z->kept_first); free(z->kept_tokens); free(z->kept_row0);
     CUDA_CHECK(cudaFree(z->kept_data));
     CUDA_CHECK(cudaStreamDestroy(z->compute));

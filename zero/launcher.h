@@ -53,6 +53,21 @@ static int launcher_local_rank(const char** which) {
     return launcher_env_int(names, 4, which);
 }
 
+// What the launcher said, read once before MPI starts (an MPI singleton sets Open MPI's own
+// variables in MPI_Init, so they are only the launcher's before it).
+typedef struct {
+    int tasks, task, local_rank;                   // -1: not said
+    const char *tasks_var, *task_var, *local_var;  // which variable said it
+} LauncherView;
+
+static LauncherView launcher_view(void) {
+    LauncherView v;
+    v.tasks = launcher_world_size(&v.tasks_var);
+    v.task = launcher_rank(&v.task_var);
+    v.local_rank = launcher_local_rank(&v.local_var);
+    return v;
+}
+
 // Was this process started by a launcher as one of a job's tasks (any rank variable set)?
 static int launcher_started_task(void) { return launcher_rank(NULL) >= 0 || launcher_world_size(NULL) >= 0; }
 

@@ -53,6 +53,7 @@ typedef struct { int MPI_SOURCE, MPI_TAG, MPI_ERROR; } MPI_Status;
 #define MPI_ANY_TAG (-1)
 #define MPI_PROC_NULL (-2)
 #define MPI_STATUS_IGNORE ((MPI_Status*)0)
+#define MPI_STATUSES_IGNORE ((MPI_Status*)0)
 #define MPI_IN_PLACE ((void*)1)
 // Datatypes carry their size: 16 * code + bytes.
 #define MPI_DATATYPE_NULL 0
@@ -150,6 +151,9 @@ static inline int MPI_Barrier(MPI_Comm comm) { (void)comm; return MPI_SUCCESS; }
 static inline int MPI_Ibarrier(MPI_Comm comm, MPI_Request* r) { (void)comm; *r = MPI_REQUEST_NULL; return MPI_SUCCESS; }
 static inline int MPI_Bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
     (void)buf; (void)count; (void)type; (void)root; (void)comm; return MPI_SUCCESS;
+}
+static inline int MPI_Ibcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* r) {
+    *r = MPI_REQUEST_NULL; return MPI_Bcast(buf, count, type, root, comm);
 }
 static inline int MPI_Allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
     (void)op; (void)comm; mpi_single_copy(recv, send, mpi_single_bytes(count, type)); return MPI_SUCCESS;

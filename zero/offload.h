@@ -31,8 +31,10 @@
  * a disk without room fails then, not mid-run; an I/O error mid-run (a disk that fills up anyway,
  * say on a copy-on-write filesystem) stops every rank with one line, and the checkpoints in -o,
  * written to temporary names and renamed, stay the last complete ones. The file is removed at
- * exit. Checkpoints are the same files whatever the placement (zero/checkpoint.h reads and writes
- * the state through the accessors here), so a run resumes under any other placement.
+ * exit, also when the job ends under the rank (an abort, the launcher's SIGTERM: zero/faults.h).
+ * Checkpoints are the same files whatever the placement (zero/checkpoint.h reads and writes the
+ * state through the accessors here, and writes them under its contract: temporary name and
+ * rename, the run id and checksums), so a run resumes under any other placement.
  */
 #ifndef ZERO_OFFLOAD_H
 #define ZERO_OFFLOAD_H
@@ -161,22 +163,10 @@ static size_t zero_offload_staging_bytes(const ZeroEngine* z) {
     return ZERO_OFFLOAD_SLOTS * o->slot_bytes + 2 * o->bounce_bytes;
 }
 
-static void zero_ranks_stop(void); // zero/comm_mpi.h (CPU build) or zero/comm_gpu.cuh (GPU build)
-
-// Every rank reports whether its part of the set-up worked; one failing rank stops all, with its line.
-static void zero_offload_agree(ZeroEngine* z, int ok, const char* err) {
-    int bad = zero_first_failing_rank(z, ok);
-    if (bad < 0) return;
-    if (bad == z->rank) fprintf(stderr, "%s\n", err);
-    fflush(stderr);
-    zero_ranks_stop();
-    exit(1);
-}
-
 /*
  * Create and preallocate this rank's offload file, start the I/O engine, allocate the staging
  * slots, and record the checksums of the (zero) initial regions. Every rank calls it (after MPI
- * started); a missing, unwritable or full -zd stops all ranks with the failing rank's line.
+ * started); a missing, unwritable or full -zd stops all ranks with the lowest failing rank's line.
  */
 static void zero_offload_open(ZeroEngine* z) {
     ZeroOffload* o = &z->offload;
@@ -185,26 +175,28 @@ static void zero_offload_open(ZeroEngine* z) {
     struct stat st;
     int ok = 1;
     if (stat(o->dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        snprintf(err, sizeof(err), "error: -zd %s: %s; expected an existing, writable directory (on an NVMe disk)", o->dir,
-                 stat(o->dir, &st) != 0 ? strerror(errno) : "not a directory");
+        snprintf(err, sizeof(err), "error: -zd %s (rank %d on %s): %s; expected an existing, writable directory (on an NVMe disk)",
+                 o->dir, z->rank, zero_cluster.host, stat(o->dir, &st) != 0 ? strerror(errno) : "not a directory");
         ok = 0;
     } else if ((o->fd = nvme_open(o->path, &o->direct)) < 0) {
-        snprintf(err, sizeof(err), "error: -zd %s: cannot create the offload file %s (%s); expected a writable directory", o->dir, o->path, strerror(errno));
+        snprintf(err, sizeof(err), "error: -zd %s (rank %d on %s): cannot create the offload file %s (%s); expected a writable directory",
+                 o->dir, z->rank, zero_cluster.host, o->path, strerror(errno));
         ok = 0;
     } else {
         int rc = posix_fallocate(o->fd, 0, (off_t)o->file_bytes);
         if (rc != 0) {
             struct statvfs vfs;
             unsigned long long avail = statvfs(o->dir, &vfs) == 0 ? (unsigned long long)vfs.f_bavail * vfs.f_frsize : 0;
-            snprintf(err, sizeof(err), "error: -zd %s: cannot reserve %zu bytes for this rank's offload file (%s; %llu bytes free); "
-                     "expected a disk with room for the placed state", o->dir, o->file_bytes, strerror(rc), avail);
+            snprintf(err, sizeof(err), "error: -zd %s (rank %d on %s): cannot reserve %zu bytes for this rank's offload file (%s; %llu bytes free); "
+                     "expected a disk with room for the placed state", o->dir, z->rank, zero_cluster.host, o->file_bytes, strerror(rc), avail);
             close(o->fd);
             unlink(o->path);
             o->fd = -1;
             ok = 0;
         }
     }
-    zero_offload_agree(z, ok, err);
+    if (ok) zero_faults_remove_at_end(o->path); // an abort, a signal or an error exit removes it too
+    zero_startup_agree(ok, err, "creating the offload files"); // within -wt; the failing rank's line (zero/handshake.h)
     nvme_io_init(&o->io, NVME_BACKEND_URING);
     for (int i = 0; i < ZERO_OFFLOAD_SLOTS; i++) {
         o->opt_slot[i].data = (char*)nvme_alloc(o->slot_bytes, "offload staging slot");
@@ -227,9 +219,9 @@ static void zero_offload_open(ZeroEngine* z) {
 // One line naming the file, the unit and what failed, then every rank stops.
 static void zero_offload_fail(ZeroEngine* z, const char* verb, int unit, const char* what, size_t bytes, uint64_t offset, int error) {
     char name[64];
-    fprintf(stderr, "error: -zd %s: %s %s (%s of unit %s, %zu bytes at offset %llu) failed: %s; expected the offload file to stay "
+    fprintf(stderr, "error: -zd %s (rank %d on %s): %s %s (%s of unit %s, %zu bytes at offset %llu) failed: %s; expected the offload file to stay "
             "readable, writable and unchanged while the job runs (the last checkpoint in -o is intact)\n",
-            z->offload.dir, verb, z->offload.path, what, zero_unit_name(z->layout, unit, name, sizeof(name)), bytes,
+            z->offload.dir, z->rank, zero_cluster.host, verb, z->offload.path, what, zero_unit_name(z->layout, unit, name, sizeof(name)), bytes,
             (unsigned long long)offset, nvme_strerror(error));
     zero_abort_all_ranks(1);
 }
@@ -254,9 +246,9 @@ static void zero_offload_verify(ZeroEngine* z, int unit, int k, int region, cons
     uint64_t want = *zero_piece_checksum(z, unit, k, region), got = nvme_checksum(data, bytes);
     if (got == want) return;
     char name[64];
-    fprintf(stderr, "error: -zd %s: the offload file %s changed under the running job: %s of unit %s (%zu bytes at offset %llu) reads back "
+    fprintf(stderr, "error: -zd %s (rank %d on %s): the offload file %s changed under the running job: %s of unit %s (%zu bytes at offset %llu) reads back "
             "with checksum %016llx; expected %016llx, what this job wrote (nothing else may write the offload files)\n",
-            z->offload.dir, z->offload.path, zero_region_names[region], zero_unit_name(z->layout, unit, name, sizeof(name)), bytes,
+            z->offload.dir, z->rank, zero_cluster.host, z->offload.path, zero_region_names[region], zero_unit_name(z->layout, unit, name, sizeof(name)), bytes,
             (unsigned long long)(zero_region_offset(z, unit, region) + (uint64_t)k * z->offload.slot_stride[region]),
             (unsigned long long)got, (unsigned long long)want);
     zero_abort_all_ranks(1);
@@ -445,6 +437,7 @@ static void zero_offload_free(ZeroEngine* z) {
         nvme_io_free(&o->io);
         close(o->fd);
         unlink(o->path);
+        zero_faults_remove_at_end(NULL);
     }
     free(o->region_bytes); free(o->checksum); free(o->unit_offset); free(o->piece_first);
     memset(o, 0, sizeof(*o));

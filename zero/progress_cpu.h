@@ -25,6 +25,8 @@
 #endif
 #define ZERO_PROGRESS_TAG 32000  // no message is ever sent with it
 
+static void zero_ring_progress_background(void); // zero/comm_ring.h
+
 static int zero_progress_in_flight; // collectives started and not yet waited for (atomic)
 static int zero_progress_stop_flag;
 static int zero_progress_running;
@@ -39,6 +41,7 @@ static void* zero_progress_loop(void* arg) {
     while (!__atomic_load_n(&zero_progress_stop_flag, __ATOMIC_RELAXED)) {
         int busy = __atomic_load_n(&zero_progress_in_flight, __ATOMIC_RELAXED) > 0;
         if (busy) {
+            zero_ring_progress_background(); // the engine's rings post their next step (zero/comm_ring.h)
             int flag;
             MPI_Iprobe(MPI_ANY_SOURCE, ZERO_PROGRESS_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
         }

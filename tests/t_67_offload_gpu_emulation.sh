@@ -5,7 +5,8 @@
 # the copy stream, the comm stream and the compute stream reads stale data):
 #   - stages 1-3 on 2 ranks: -zo cpu (stage 3 also -zo cpu -zp cpu), -zo nvme (stage 2) and
 #     -zo nvme -zp nvme (stage 3) against the in-memory run of the same stage: the same logged
-#     losses, grad norms and noise-scale fields, and a byte-identical model file. The host AdamW
+#     losses, grad norms and noise-scale fields, and a byte-identical model file (but for the run
+#     id in its header: cmp_run_files). The host AdamW
 #     (cpu/adamw.h adamw_update_mixed) does the device kernel's operations in its order and
 #     draws the same stochastic-rounding bits; under the emulation both are compiled by g++ for
 #     x86-64 (no FMA), so they agree exactly (measured: identical). On a GPU, nvcc may fuse
@@ -22,9 +23,9 @@ if [ ! -f "$NVCC_HOME/include/cuda_runtime.h" ]; then
     if [ -n "${CI:-}" ]; then echo "FAIL offload_gpu_emulation: no CUDA headers at $NVCC_HOME"; exit 1; fi
     echo "SKIP offload_gpu_emulation: no CUDA toolkit headers (the emulation needs them)"; exit 0
 fi
-make -s -j2 emu_binaries >/tmp/t66_make.$$ 2>&1 || { echo "FAIL offload_gpu_emu_build: $(tail -3 /tmp/t66_make.$$ | tr '\n' ' ')"; rm -f /tmp/t66_make.$$; exit 1; }
-rm -f /tmp/t66_make.$$
-ET=$(mktemp -d /tmp/t66_offload_gpu.XXXXXX)
+make -s -j2 emu_binaries >/tmp/t67_make.$$ 2>&1 || { echo "FAIL offload_gpu_emu_build: $(tail -3 /tmp/t67_make.$$ | tr '\n' ' ')"; rm -f /tmp/t67_make.$$; exit 1; }
+rm -f /tmp/t67_make.$$
+ET=$(mktemp -d /tmp/t67_offload_gpu.XXXXXX)
 trap 'rm -rf "$ET"' EXIT
 mkdir -p "$ET/nvme"
 python3 tests/markov_shards.py "$ET" 1000 20000 4000 7
@@ -68,7 +69,7 @@ for stage in 1 2 3; do
         extra=(); [[ "$p" == *nvme* ]] && extra=(-zd "$ET/nvme")
         # shellcheck disable=SC2086
         if ! erun "$stage" "$run" $p "${extra[@]}"; then echo "FAIL ${name}_runs: $(grep -E 'error' "$run.out" | head -2 | tr '\n' ' ')"; continue; fi
-        check "${name}_bit_identical_to_on_device" bash -c "cmp '$ref/model_00000002.bin' '$run/model_00000002.bin' && python3 tests/zero_logcheck.py same '$ref' '$run'"
+        check "${name}_bit_identical_to_on_device" bash -c "source tests/lib.sh && cmp_run_files '$ref/model_00000002.bin' '$run/model_00000002.bin' && python3 tests/zero_logcheck.py same '$ref' '$run'"
         check "${name}_matches_formulas" python3 tests/zero_logcheck.py counts "$run" "$stage"
         zp=0; [[ "$p" == *zp* ]] && zp=1
         check "${name}_host_device_bytes_equal_formula" copies_check "$run" "$zp"
@@ -78,7 +79,7 @@ done
 
 # Saved with the optimizer on the host, resumed on the device.
 if ZERO_TEST_FAULT=stop@1 erun 2 "$ET/cross" -n 1 -zo cpu && erun 2 "$ET/cross" -n 1 -y 1; then
-    check emu_zero2_np2_saved_with_zo_cpu_resumes_on_device bash -c "cmp '$ET/mem2/model_00000002.bin' '$ET/cross/model_00000002.bin' && python3 tests/zero_logcheck.py same '$ET/mem2' '$ET/cross'"
+    check emu_zero2_np2_saved_with_zo_cpu_resumes_on_device bash -c "source tests/lib.sh && cmp_run_files '$ET/mem2/model_00000002.bin' '$ET/cross/model_00000002.bin' && python3 tests/zero_logcheck.py same '$ET/mem2' '$ET/cross'"
 else echo "FAIL emu_zero2_np2_saved_with_zo_cpu_resumes_on_device: $(grep error "$ET/cross.out" | head -2 | tr '\n' ' ')"; fi
 
 check_fails emu_offload_zp_without_zo "error: -zp cpu: in the GPU build the parameter shard is updated where the optimizer runs; expected -zo cpu or -zo nvme" \
