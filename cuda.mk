@@ -11,6 +11,7 @@
 #                                                        fetched by scripts/cudnn_frontend.sh, -lcudnn)
 #   make test_gpt2cu                                     GPU model vs the PyTorch reference
 #   make test_kernels                                    build/test_kernels: kernels vs CPU twins
+#   make build/test_quantize_cuda                        ZeRO++ quantize kernels vs their CPU twin
 #   make -j2 cuda_check                                  compile-only check for CI (no GPU needed):
 #       train_gpt2cu for sm_90 at ZERO_STAGE 0..3 and for sm_80, test_gpt2cu and test_kernels for
 #       sm_90 and sm_80, train_gpt2cu with ZERO_COMM=mpi for sm_90 at stage 2, train_gpt2cu without
@@ -153,6 +154,10 @@ test_kernels: $(BUILD)/test_kernels
 $(BUILD)/test_kernels: dev/test_kernels.cu $(CUDA_HEADERS) $(CUDNN_DEPS)
 	@mkdir -p $(BUILD)
 	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) $(CUDNN_FLAGS) $(CUDA_INC) $(OPENBLAS_INC) $< -o $@ $(KERNEL_TEST_LDLIBS) $(CUDNN_LIB)
+
+$(BUILD)/test_quantize_cuda: dev/test_quantize.cu kernels/quantize.cuh cpu/quantize.h common/cuda_utils.cuh
+	@mkdir -p $(BUILD)
+	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) $(CUDA_INC) $< -o $@
 
 # `make train_gpt2cu ZERO_STAGE=k` must rebuild when k changes: the main Makefile's stage stamp,
 # and the same for the architecture and the collective backend.

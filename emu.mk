@@ -6,6 +6,7 @@
 #                        build/emu/test_emu_ptx    ... of mma.sync, ldmatrix, cp.async (emu_ptx.h)
 #                        build/emu/test_cublaslt_emu the cuBLASLt model vs a double-precision GEMM
 #                        build/emu/test_kernels    dev/test_kernels.cu (every kernel vs its CPU twin)
+#                        build/emu/test_quantize   dev/test_quantize.cu (ZeRO++ quantize kernels vs twin)
 #                        build/emu/test_gpt2cu_z<S> test_gpt2.cu at ZeRO stage S = 0..3
 #                        build/emu/train_gpt2cu_z<S> train_gpt2.cu at stage S, NCCL (dev/emu/nccl_emu.h:
 #                                                  NCCL's collectives carried by MPI, completing late)
@@ -27,6 +28,7 @@ EMU_MPI_CFLAGS = $(shell mpicc --showme:compile 2>/dev/null)
 EMU_HEADERS = $(wildcard dev/emu/*.h) $(CUDA_HEADERS)
 EMU_STAGES = 0 1 2 3
 EMU_BINARIES = $(EMU_BUILD)/test_emu $(EMU_BUILD)/test_emu_ptx $(EMU_BUILD)/test_cublaslt_emu $(EMU_BUILD)/test_kernels \
+               $(EMU_BUILD)/test_quantize \
                $(foreach s,$(EMU_STAGES),$(EMU_BUILD)/test_gpt2cu_z$(s) $(EMU_BUILD)/train_gpt2cu_z$(s)) \
                $(EMU_BUILD)/train_gpt2cu_mpi_z2 $(EMU_BUILD)/train_gpt2cu_nompi_z0
 
@@ -35,7 +37,7 @@ emu_binaries: $(EMU_BINARIES)
 
 # The rewritten copy (kernel<<<...>>> and extern __shared__ made C++); rewrite.py only touches
 # files whose content changed. Every binary depends on this stamp.
-$(EMU_BUILD)/sources.stamp: dev/emu/rewrite.py $(wildcard *.c *.cu *.cuh dev/*.cu dev/emu/*.cu) $(CUDA_HEADERS)
+$(EMU_BUILD)/sources.stamp: dev/emu/rewrite.py $(wildcard *.c *.cu *.cuh dev/*.cu dev/emu/*.cu dev/emu/*.h) $(CUDA_HEADERS)
 	@mkdir -p $(EMU_BUILD)
 	python3 dev/emu/rewrite.py $(EMU_SRC)
 	@touch $@
@@ -53,6 +55,9 @@ $(EMU_BUILD)/test_cublaslt_emu: dev/emu/test_cublaslt_emu.cpp dev/emu/cublaslt_e
 
 $(EMU_BUILD)/test_kernels: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -x c++ $(EMU_SRC)/dev/test_kernels.cu -x none -o $@ $(EMU_LDLIBS)
+
+$(EMU_BUILD)/test_quantize: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
+	$(CXX) $(EMU_CXXFLAGS) -x c++ $(EMU_SRC)/dev/test_quantize.cu -x none -o $@ $(EMU_LDLIBS)
 
 $(EMU_BUILD)/test_gpt2cu_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DZERO_COMM_MPI=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/test_gpt2.cu -x none \

@@ -192,6 +192,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     const ParamLayout* layout = &model->layout;
     size_t wpe_offset = layout->tensors[param_tensor_index(layout, P_WPE, -1)].unit_offset;
     memcpy(model->inputs, inputs, (size_t)BT * sizeof(int));
+    zero_pp_pass(z, 0); // ZeRO++: the gathers below serve forward
 
     // Each unit: ask the engine for its parameters, and let it prefetch the next one meanwhile
     // (ZeRO-3 all-gathers; a no-op at stages 0-2). The encoder walks wte's vocab chunks: the
@@ -239,6 +240,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         int row0 = (int)piece->row0, rows = (int)piece->shape[0];
         float* wte = zero_params_unit(z, wte_unit(layout, k));
         int next = k + 1 < K ? wte_unit(layout, k + 1) : targets != NULL && model->backward_follows ? wte_unit(layout, 0) : -1;
+        if (k + 1 == K && next >= 0) zero_pp_pass(z, 1); // ZeRO++: this prefetch serves backward's LM head
         zero_params_prefetch(z, next);
         if (targets != NULL) {
             matmul_forward(a->logits, a->lnf, wte, NULL, BT, C, rows);
@@ -309,6 +311,7 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
     // which the encoder adds to at the end (zero_grads_unit_partly_ready).
     int K = layout->num_wte_units;
     int num_tokens = distinct_tokens(model->token_rows, model->inputs, BT), token = 0;
+    zero_pp_pass(z, 1); // ZeRO++: the gathers from here on serve backward (forward switched before its last prefetch)
     model->backward_follows = 0;
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
@@ -514,6 +517,20 @@ static void report_train_step(const StepReport* r, const GradientNoiseScale* gns
                   noise_scale_train_fields(gns_fields, sizeof(gns_fields), gns));
 }
 
+// ZeRO++ (zero/zeropp.h): this rank's bytes sent this step within its host and to other hosts,
+// beside the formula, as a line after the step line and a "zeropp" log record (config: the formulas).
+static void report_zeropp_step(const ZeroEngine* z, int step, int grad_accum_steps, Logger* logger, int print) {
+    long long within, across, within_formula, across_formula;
+    zero_pp_step_bytes(z, &within, &across);
+    zero_pp_formula_split(z, grad_accum_steps, &within_formula, &across_formula);
+    long long formula = within_formula + across_formula;
+    if (print) printf("zero++ step %5d | rank 0 sent %lld B (formula %lld): within host %lld B (formula %lld), to other hosts %lld B (formula %lld)\n",
+                      step, 4 * z->sent_elements_step, formula, within, within_formula, across, across_formula);
+    logger_record(logger, "zeropp", "\"step\":%d,\"bytes_sent\":%lld,\"bytes_formula\":%lld,\"bytes_within_host\":%lld,"
+                  "\"bytes_across_hosts\":%lld,\"bytes_within_host_formula\":%lld,\"bytes_across_hosts_formula\":%lld",
+                  step, 4 * z->sent_elements_step, formula, within, across, within_formula, across_formula);
+}
+
 // ----------------------------------------------------------------------------
 
 // Rank 0, at start-up: what runs (stage, world size, model, batch), what each rank allocates
@@ -543,7 +560,12 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
            B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args->learning_rate,
            args->lr_schedule, args->warmup_steps, args->final_lr_fraction);
     batch_schedule_print_setup(batch);
+    if (z->pp) {
+        char pp_fields[768];
+        logger_record(logger, "zeropp_config", "%s", zero_pp_config_fields(z, grad_accum_steps, pp_fields, sizeof(pp_fields)));
+    }
     zero_print_accounting(z, grad_accum_steps, stdout);
+    zero_pp_print_setup(z, grad_accum_steps, stdout);
     printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB, working units %.1f MiB, activations %.1f MiB\n",
            z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
            z->bytes_working / 1048576.0, model->act_bytes / 1048576.0);
@@ -587,6 +609,7 @@ int main(int argc, char** argv) {
     GPT2 model;
     gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size, &run.offload);
     model.zero.timeout_s = args.collective_timeout_s;
+    zero_pp_setup(&model.zero, args.zeropp_qw, args.zeropp_qg, args.zeropp_qg_bits, args.zeropp_hp, args.zeropp_block);
     GNSMeter saved_gns; // the meter's EMAs from the checkpoint (none: steps 0)
     gns_init(&saved_gns, 0.0);
     if (start_step > 0) { // checkpoints: zero_checkpoint_save / zero_checkpoint_load_state in zero.cuh
@@ -662,6 +685,7 @@ int main(int argc, char** argv) {
         StepReport report = {step + 1, max_steps, train_loss, lr, grad_norm, seconds, comm_wait_ms, tokens_per_s,
                              sent, tokens_seen, total_batch_tokens, eta, z};
         report_train_step(&report, &gns, &logger, rank == 0);
+        if (z->pp) report_zeropp_step(z, step + 1, grad_accum_steps, &logger, rank == 0);
         if (!isfinite(train_loss) || !isfinite(grad_norm)) {
             // Every rank sees the same (all-reduced) values, so every rank stops here.
             if (rank == 0)

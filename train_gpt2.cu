@@ -392,6 +392,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     // (ZeRO-3 all-gathers on the comm stream; a no-op at stages 0-2). The encoder walks wte's
     // vocab chunks; the first unit also holds wpe, whose T rows are copied aside for the others.
     int K = layout->num_wte_units;
+    zero_pp_pass(z, 0); // ZeRO++: the gathers below serve forward (qwZ)
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
         OP_MARK(model, OP_ENGINE);
@@ -452,6 +453,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         int row0 = (int)piece->row0, rows = (int)piece->shape[0];
         OP_MARK(model, OP_ENGINE);
         bf16* wte = zero_params_unit(z, wte_unit(layout, k));
+        if (k + 1 == K && backward_follows) zero_pp_pass(z, 1); // ZeRO++: this prefetch serves backward's LM head
         zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : backward_follows ? wte_unit(layout, 0) : -1);
         OP_MARK(model, OP_LM_HEAD_FWD);
         if (targets != NULL) {
@@ -543,6 +545,7 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
     BatchStaging* st = &model->batch;
     int* targets_device = st->device[st->slot] + BT;
     int* plan = st->device[st->slot] + 2 * (size_t)BT; // tokens | starts | positions
+    zero_pp_pass(z, 1); // ZeRO++: the gathers from here on serve backward (forward switched before its last prefetch)
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
         int row0 = (int)piece->row0, rows = (int)piece->shape[0];
@@ -746,6 +749,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
            args->lr_schedule, args->warmup_steps, args->final_lr_fraction);
     batch_schedule_print_setup(batch);
     zero_print_accounting(z, grad_accum_steps, stdout);
+    zero_pp_print_setup(z, grad_accum_steps, stdout);
     printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB (master + m + v), working units %.1f MiB, "
            "activations %.1f MiB\n", z->bytes_params / 1048576.0, z->bytes_grads / 1048576.0, z->bytes_optimizer / 1048576.0,
            z->bytes_working / 1048576.0, model->act_bytes / 1048576.0);
@@ -882,6 +886,7 @@ int main(int argc, char** argv) {
     gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size, &run.offload);
     ZeroEngine* z = &model.zero;
     z->timeout_s = args.collective_timeout_s;
+    zero_pp_setup(z, args.zeropp_qw, args.zeropp_qg, args.zeropp_qg_bits, args.zeropp_hp, args.zeropp_block);
     GNSMeter saved_gns; // the meter's EMAs from the checkpoint (none: steps 0)
     gns_init(&saved_gns, 0.0);
     if (start_step > 0) {

@@ -4,9 +4,11 @@
  * plus -gc (gradient clip), -sd (seed), -wt (collective wait timeout, seconds), -gb (EMA beta of
  * the gradient noise scale meter, common/gns.h; -1 turns the meter off), the batch schedule
  * (common/batch_schedule.h): -d auto with -dm, -d0, -df, -dw, -dl, or -ds by hand, -ot (CUDA
- * build: the per-kernel table over that many steps, common/op_timer.cuh), and the
+ * build: the per-kernel table over that many steps, common/op_timer.cuh), the
  * ZeRO-Offload / ZeRO-Infinity placement (zero/offload.h): -zo (optimizer state), -zp (stage-3
- * parameter shard), none|cpu|nvme each, and -zd (the NVMe directory).
+ * parameter shard), none|cpu|nvme each, and -zd (the NVMe directory), and ZeRO++
+ * (zero/zeropp.h): -qw (quantized weights), -hp (secondary shard group), -qg (quantized
+ * gradients), -qgb (their bits), -qb (quantization block size).
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
  * flag or a malformed value prints one error line and exits 1.
  */
@@ -58,6 +60,11 @@ typedef struct {
     const char* offload_params;    // -zp: none, cpu, nvme (ZeRO stage 3)
     const char* offload_dir;       // -zd: directory of the NVMe offload files (NULL: none)
     int op_timing_steps;       // -ot: CUDA build, steps timed op family by op family (0: off)
+    int zeropp_qw;             // -qw: ZeRO++ int8 forward all-gather (stage 3)
+    int zeropp_hp;             // -hp: ZeRO++ secondary shard over K ranks (1: off, 0: the ranks of a host)
+    int zeropp_qg;             // -qg: ZeRO++ quantized gradient all-to-all (stages 2-3)
+    int zeropp_qg_bits;        // -qgb: its code width, 4 or 8
+    int zeropp_block;          // -qb: elements per quantization block
 } TrainArgs;
 
 #define TOTAL_BATCH_AUTO (-2) // -d auto
@@ -102,6 +109,11 @@ static const ArgSpec arg_specs[] = {
     {"-zp", ARG_STRING, ARG_FIELD(offload_params), "ZeRO-3 parameter shard between uses: none, cpu, nvme (files in -zd)"},
     {"-zd", ARG_STRING, ARG_FIELD(offload_dir), "directory for the NVMe offload files (one per rank, removed at exit)"},
     {"-ot", ARG_INT, ARG_FIELD(op_timing_steps), "CUDA build: time op families over n steps after 2 warm-up ones, print the per-kernel table"},
+    {"-qw", ARG_INT, ARG_FIELD(zeropp_qw), "ZeRO++ qwZ: stage 3's forward all-gather as int8 codes + block scales (0/1)"},
+    {"-hp", ARG_INT, ARG_FIELD(zeropp_hp), "ZeRO++ hpZ: backward all-gather from a secondary shard over K ranks (1: off, 0: a host's ranks)"},
+    {"-qg", ARG_INT, ARG_FIELD(zeropp_qg), "ZeRO++ qgZ: gradient reduce-scatter as a two-level all-to-all of codes (0/1)"},
+    {"-qgb", ARG_INT, ARG_FIELD(zeropp_qg_bits), "ZeRO++ qgZ: bits per gradient code, 4 or 8"},
+    {"-qb", ARG_INT, ARG_FIELD(zeropp_block), "ZeRO++: elements per quantization block (multiple of 32, 32-65536)"},
 };
 #define NUM_ARG_SPECS (int)(sizeof(arg_specs) / sizeof(arg_specs[0]))
 
@@ -112,6 +124,7 @@ static const struct { const char* flag; long min, max; } arg_int_ranges[] = {
     {"-u", 0, INT_MAX}, {"-x", -1, INT_MAX}, {"-v", 0, INT_MAX}, {"-m", 1, INT_MAX}, {"-s", 0, INT_MAX},
     {"-g", 1, 1048576}, {"-a", 0, 1},       {"-z", -1, 3},
     {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX}, {"-ot", 0, INT_MAX},
+    {"-qw", 0, 1}, {"-qg", 0, 1}, {"-hp", 0, INT_MAX},
 };
 
 static void arg_int_range(const char* flag, long* min, long* max) {
@@ -157,6 +170,11 @@ static void train_args_defaults(TrainArgs* a) {
     a->offload_params = "none";
     a->offload_dir = NULL;
     a->op_timing_steps = 0;
+    a->zeropp_qw = 0;
+    a->zeropp_hp = 1;
+    a->zeropp_qg = 0;
+    a->zeropp_qg_bits = 4;
+    a->zeropp_block = 2048; // ZERO_PP_DEFAULT_BLOCK (zero/zeropp.h)
 }
 
 static void train_args_print_help(const char* program, FILE* out) {

@@ -213,6 +213,12 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
         exit(1);
     }
 #endif
+    char pp_err[512]; // ZeRO++ flags against the stage and build (zero/zeropp.h)
+    if (zero_pp_check_flags(args->zeropp_qw, args->zeropp_qg, args->zeropp_qg_bits, args->zeropp_hp, args->zeropp_block, ZERO_STAGE,
+                            ZERO_GPU_BUILD, pp_err, sizeof(pp_err)))
+        args_fail("%s", pp_err);
+    if (zero_pp_check_offload(args->zeropp_qw, args->zeropp_hp, &run->offload, ZERO_GPU_BUILD, pp_err, sizeof(pp_err)))
+        args_fail("%s", pp_err);
     if (args->resume && args->output_dir == NULL) {
         fprintf(stderr, "error: -y 1: resuming needs the checkpoint directory; expected -o <dir> as well\n");
         exit(1);
@@ -235,6 +241,12 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
         train_run_fail(run, "error: -b %d -t %d: B*T*ranks = %lld tokens per micro-step; expected at most %d", B, T, per_micro_step, INT_MAX / 2);
     run->tokens_per_micro_step = (int)per_micro_step;
     char err[1024];
+    if (zero_pp_check_group(args->zeropp_hp, N, err, sizeof(err)) != 0) train_run_fail(run, "%s", err); // ZeRO++ -hp
+#if ZERO_GPU_BUILD && ZERO_COMM_MPI
+    if (args->zeropp_qw && N > 1)
+        train_run_fail(run, "error: -qw 1: the host-staged MPI backend (ZERO_COMM=mpi) gathers bf16 values, not int8 packets; "
+                       "expected -qw 0, or the NCCL build");
+#endif
     if (batch_schedule_from_args(&run->batch, args, B, T, N, err, sizeof(err)) != 0) train_run_fail(run, "%s", err);
     run->total_batch_tokens = run->batch.state.batch_tokens;
     run->grad_accum_steps = batch_schedule_grad_accum_steps(&run->batch);

@@ -27,7 +27,8 @@ import common  # noqa: E402  (data/common.py: argparse in the house style, the B
 
 
 def hf_tensors(cfg, tensors):
-    """llm.c tensors -> {Hugging Face name: contiguous array}, dtype kept."""
+    """llm.c tensors -> {Hugging Face name: contiguous array}, dtype kept (float32, or uint16
+    bf16 bits)."""
     out = {}
     order = hf_gpt2.llmc_tensor_order(cfg)
     for (kind, layer, values), (_, _, hf_name, transposed) in zip(tensors, order):
@@ -88,9 +89,15 @@ def main():
         with open(os.path.join(directory, "config.json"), "w") as f:
             json.dump(hf_gpt2.hf_config(cfg, version), f, indent=2)
         # "format": "pt" tells transformers the layout is PyTorch's (it refuses files without it).
+        path, metadata = os.path.join(directory, "model.safetensors"), {"format": "pt"}
         try:
-            save_file(hf_tensors(cfg, tensors), os.path.join(directory, "model.safetensors"),
-                      metadata={"format": "pt"})
+            if version == hf_gpt2.VERSION_FP32:
+                save_file(hf_tensors(cfg, tensors), path, metadata=metadata)
+            else:  # uint16 bf16 bits, which safetensors.numpy would store as U16
+                hf_gpt2.write_safetensors_bf16(path, hf_tensors(cfg, tensors), metadata)
+        except OSError as e:  # a full disk
+            die(os.path.join(args.out_dir, "model.safetensors"), f"cannot write ({e.strerror})",
+                "a writable directory with free space")
         except Exception as e:  # safetensors reports I/O errors (a full disk) as SafetensorError
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
             die(os.path.join(args.out_dir, "model.safetensors"), f"cannot write ({message})",

@@ -1,6 +1,7 @@
 """hf_gpt2.py: llm.c model files <-> Hugging Face GPT-2 directories, shared by
-scripts/export_hf.py and scripts/import_hf.py. Uses numpy, safetensors and ml_dtypes (which only
-gives numpy a bfloat16 dtype); transformers is needed only to load what the export writes.
+scripts/export_hf.py and scripts/import_hf.py. Uses numpy and safetensors only; transformers is
+needed only to load what the export writes. numpy has no bfloat16: bf16 values are held as their
+uint16 bit patterns (the high half of the fp32 bits), rounded as the trainer rounds (bf16_bits below).
 
 llm.c model file (common/checkpoint.h, common/gpt2_config.h): 256 x int32 header, [0] magic
 20240326, [1] version 3 (fp32) or 5 (bf16), [2] maxT, [3] V, [4] L, [5] NH, [6] C, [7] Vp, the rest
@@ -56,10 +57,67 @@ KINDS = [
 ]
 
 
-def bfloat16():
-    """numpy's bfloat16 dtype (from ml_dtypes), imported on first use."""
-    import ml_dtypes
-    return np.dtype(ml_dtypes.bfloat16)
+# --- bf16 as uint16 bit patterns (bf16 is the high 16 bits of an IEEE-754 fp32) -----------------
+
+def bf16_bits(values):
+    """float32 (or float16) array -> uint16 bf16 bit patterns, rounded to nearest, ties to even,
+    as the trainer rounds its fp32 weights to bf16 (__float2bfloat16 from CUDA's cuda_bf16.hpp,
+    zero/engine_gpu.cuh zero_set_unit_params): add 0x7FFF plus the lowest kept bit to the uint32
+    view and keep the high half. Finite values from 0x7F7F8000 up round to Inf, as in IEEE;
+    subnormals round like any value (no flush to zero); every NaN becomes 0x7FFF, the quiet NaN
+    CUDA returns (the plain add would carry a NaN into Inf or, with the sign bit, wrap it to 0)."""
+    u = np.asarray(values, dtype="<f4").view(np.uint32)
+    rounded = ((u + (np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1)))) >> 16).astype(np.uint16)
+    rounded[(u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)] = 0x7FFF
+    return rounded
+
+
+def bf16_to_fp32(bits):
+    """uint16 bf16 bit patterns -> float32 (exact: the bits become the high half; the CPU build's
+    bf16_bits_to_float in common/checkpoint.h)."""
+    return (np.asarray(bits, dtype="<u2").astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+# --- safetensors' BF16 tensors with numpy alone ------------------------------------------------
+# safetensors' numpy side (safetensors.numpy, safe_open(framework="numpy")) has no numpy dtype for
+# BF16 without a further package (ml_dtypes); F32 and F16 it reads and writes itself. BF16
+# tensors are written and read here from the format's specification (github.com/huggingface/
+# safetensors, "Format"): an 8-byte little-endian header size N, N bytes of JSON {name: {"dtype",
+# "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}} (padded with spaces), then
+# the tensors' little-endian bytes, row-major, back to back, offsets counted from the header's end.
+
+def write_safetensors_bf16(path, tensors, metadata):
+    """Write {name: uint16 array of bf16 bits} as a safetensors file of BF16 tensors, in the
+    dict's order. OSError (a full disk) goes to the caller."""
+    header, begin = {"__metadata__": metadata}, 0
+    for name, bits in tensors.items():
+        header[name] = {"dtype": "BF16", "shape": list(bits.shape), "data_offsets": [begin, begin + bits.nbytes]}
+        begin += bits.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # the tensors start 8-byte aligned, as safetensors writes them
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        for bits in tensors.values():
+            f.write(np.ascontiguousarray(bits, dtype="<u2").tobytes())
+
+
+def safetensors_header(path):
+    """(header dict, byte offset of the tensor data) of a safetensors file."""
+    with open(path, "rb") as f:
+        size = int.from_bytes(f.read(8), "little")
+        return json.loads(f.read(size)), 8 + size
+
+
+def read_safetensors_bf16(path, header, data_start, name):
+    """A BF16 tensor as a read-only uint16 memory map of its bits, from safetensors_header's
+    (header, data_start). For files that safe_open has checked (header, offsets, size), as
+    import_hf's Checkpoint does; a ValueError if the entry does not describe a BF16 tensor."""
+    info = header[name]
+    begin, end = info["data_offsets"]
+    shape = tuple(info["shape"])
+    if info["dtype"] != "BF16" or end - begin != 2 * int(np.prod(shape)):
+        raise ValueError(f"tensor {name}: {info['dtype']} with {end - begin} bytes for shape {list(shape)}")
+    return np.memmap(path, dtype="<u2", mode="r", offset=data_start + begin, shape=shape)
 
 
 def llmc_shape(kind, cfg):
@@ -84,19 +142,22 @@ def tensor_label(kind, layer):
 
 
 def check_finite(values, where, name):
-    """One error line naming the tensor if it holds a NaN or Inf (fp32 or bf16 values)."""
-    bits = values.view(np.uint16 if values.dtype.itemsize == 2 else np.uint32)
-    exponent = np.uint16(0x7F80) if values.dtype.itemsize == 2 else np.uint32(0x7F800000)
-    bad = np.flatnonzero((bits & exponent) == exponent)  # all-ones exponent: Inf or NaN
+    """One error line naming the tensor if it holds a NaN or Inf (float32, float16, or uint16
+    bf16 bits)."""
+    if values.dtype == np.uint16:
+        bad = np.flatnonzero((values & np.uint16(0x7F80)) == 0x7F80)  # all-ones exponent: Inf or NaN
+        first = float(bf16_to_fp32(values.reshape(-1)[bad[:1]])[0]) if bad.size else 0.0
+    else:
+        bad = np.flatnonzero(~np.isfinite(values))
+        first = float(values.reshape(-1)[bad[0]]) if bad.size else 0.0
     if bad.size:
-        die(where, f"tensor {name} holds {float(values.reshape(-1)[bad[0]])} at element {bad[0]}",
-            "finite weights")
+        die(where, f"tensor {name} holds {first} at element {bad[0]}", "finite weights")
 
 
 def read_llmc(path):
     """An llm.c model file -> (cfg dict, version, [(kind, layer, array in llm.c's shape)]).
-    The arrays are read-only views of a memory map (float32 or bfloat16). Bad input: one
-    error line naming the file."""
+    The arrays are read-only views of a memory map (float32, or uint16 bf16 bits). Bad input:
+    one error line naming the file."""
     if not os.path.isfile(path):
         die(path, "model file not found", "an llm.c model file (fp32 version 3 or bf16 version 5)")
     size = os.path.getsize(path)
@@ -113,7 +174,7 @@ def read_llmc(path):
         die(path, f"invalid config in header {cfg}", "positive sizes, C divisible by NH, Vp >= V")
     order = llmc_tensor_order(cfg)
     numels = [int(np.prod(llmc_shape(kind, cfg))) for kind, _, _, _ in order]
-    dtype = np.dtype("<f4") if version == VERSION_FP32 else bfloat16()
+    dtype = np.dtype("<f4") if version == VERSION_FP32 else np.dtype("<u2")  # bf16 bits
     expected = HEADER_INTS * 4 + sum(numels) * dtype.itemsize
     if size != expected:
         die(path, f"file is {size} bytes", f"{expected} for the config in its header")
@@ -134,7 +195,7 @@ def refuse_existing(path, force):
 
 def write_llmc(path, cfg, version, tensors):
     """Write an llm.c model file from tensors in llm.c's order and shapes (float32 for version 3,
-    bfloat16 for 5), to a temporary name in the same directory, then rename."""
+    uint16 bf16 bits for 5), to a temporary name in the same directory, then rename."""
     header = np.zeros(HEADER_INTS, dtype="<i4")
     header[:8] = [MODEL_MAGIC, version, cfg["maxT"], cfg["V"], cfg["L"], cfg["NH"], cfg["C"], cfg["Vp"]]
     directory = os.path.dirname(os.path.abspath(path))

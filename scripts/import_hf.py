@@ -58,12 +58,13 @@ def safetensors_error(path, e):
 
 class Checkpoint:
     """The tensors of every safetensors file: names, dtypes and shapes from the headers at once,
-    the data one tensor at a time (get), so a 1.5B model is never twice in memory."""
+    the data one tensor at a time (get), so a 1.5B model is never twice in memory. safe_open checks
+    each file and reads its F32 and F16 tensors; BF16 tensors (which safetensors' numpy side reads
+    only with ml_dtypes) come as uint16 bits from hf_gpt2.read_safetensors_bf16."""
 
     def __init__(self, files):
         from safetensors import safe_open
-        hf_gpt2.bfloat16()  # lets safetensors' numpy side name BF16
-        self.handles, self.where, self.dtypes, self.shapes = {}, {}, {}, {}
+        self.handles, self.headers, self.where, self.dtypes, self.shapes = {}, {}, {}, {}, {}
         for path in files:
             if not os.path.isfile(path):
                 die(path, "file not found", "every shard the index names")
@@ -73,6 +74,8 @@ class Checkpoint:
                     tensor = handle.get_slice(name)
                     self.where[name], self.dtypes[name] = path, tensor.get_dtype()
                     self.shapes[name] = tuple(tensor.get_shape())
+                if "BF16" in (self.dtypes[name] for name in handle.keys()):
+                    self.headers[path] = hf_gpt2.safetensors_header(path)
             except Exception as e:
                 safetensors_error(path, e)
             self.handles[path] = handle
@@ -81,8 +84,12 @@ class Checkpoint:
                 die(self.where[name], f"tensor {name} is {dtype}", "F32, BF16 or F16 weights")
 
     def get(self, name):
+        """The tensor's data: float32 or float16, or uint16 bits for BF16."""
+        path = self.where[name]
         try:
-            return self.handles[self.where[name]].get_tensor(name)
+            if self.dtypes[name] == "BF16":
+                return hf_gpt2.read_safetensors_bf16(path, *self.headers[path], name)
+            return self.handles[path].get_tensor(name)
         except Exception as e:
             safetensors_error(self.where[name], e)
 
@@ -117,7 +124,8 @@ def plan_tensors(cfg, checkpoint, where):
 
 
 def llmc_tensors(cfg, checkpoint, plan, dtype):
-    """Yield (kind, layer, array in llm.c's shape and `dtype`) in file order, one at a time;
+    """Yield (kind, layer, array in llm.c's shape and `dtype`: "fp32" as float32, "bf16" as
+    uint16 bits, rounded to nearest even as the trainer rounds) in file order, one at a time;
     one error line for a NaN or Inf (also one that rounding to bf16 made)."""
     for kind, layer, name, transposed in plan:
         values = checkpoint.get(name)
@@ -127,7 +135,11 @@ def llmc_tensors(cfg, checkpoint, plan, dtype):
             padded = np.zeros((cfg["Vp"], cfg["C"]), dtype=values.dtype)
             padded[:cfg["V"]] = values
             values = padded
-        values = np.ascontiguousarray(values).astype(dtype)
+        if dtype == "fp32":  # F32 kept; F16 and BF16 widen exactly
+            values = hf_gpt2.bf16_to_fp32(values) if values.dtype == np.uint16 else values.astype("<f4")
+        elif values.dtype != np.uint16:  # to bf16 from F32 or F16: one rounding (F16 -> fp32 is exact)
+            values = hf_gpt2.bf16_bits(values)
+        values = np.ascontiguousarray(values)
         hf_gpt2.check_finite(values, checkpoint.where[name], f"{name} (as {dtype})")
         yield kind, layer, values
 
@@ -160,9 +172,8 @@ def main():
     where = files[0] if len(files) == 1 else os.path.join(args.hf_dir, "model.safetensors.index.json")
     plan = plan_tensors(cfg, checkpoint, where)
     dtype = args.dtype or ("bf16" if all(checkpoint.dtypes[name] == "BF16" for _, _, name, _ in plan) else "fp32")
-    np_dtype = np.dtype("<f4") if dtype == "fp32" else hf_gpt2.bfloat16()
     version = hf_gpt2.VERSION_FP32 if dtype == "fp32" else hf_gpt2.VERSION_BF16
-    hf_gpt2.write_llmc(args.out, cfg, version, llmc_tensors(cfg, checkpoint, plan, np_dtype))
+    hf_gpt2.write_llmc(args.out, cfg, version, llmc_tensors(cfg, checkpoint, plan, dtype))
     print(f"wrote {args.out}: llm.c model file version {version} ({dtype}), GPT-2 L {cfg['L']} C {cfg['C']} "
           f"NH {cfg['NH']} maxT {cfg['maxT']} V {cfg['V']} (Vp {cfg['Vp']})")
 

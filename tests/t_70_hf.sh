@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # Hugging Face in and out: scripts/export_hf.py, scripts/import_hf.py (scripts/hf_gpt2.py).
+#   0. bf16 with numpy alone: the scripts run here with ml_dtypes hidden (a module of that name
+#      first on PYTHONPATH that refuses to import); their rounding of fp32 to bf16 (uint16 bits)
+#      is the trainer's, bit for bit: __float2bfloat16 of CUDA's cuda_bf16.hpp (its host path,
+#      compiled here with g++), which the CUDA build applies to the fp32 weights it loads
+#      (zero/engine_gpu.cuh), on edge values (ties, the largest finite, Inf, NaN, subnormals,
+#      -0), around every bf16 value and on random bits; widening back is __bfloat162float's.
 #   1. round trip: a trainer checkpoint (fp32) and the same weights as a bf16 file, exported and
 #      imported back, are byte-identical to what went in (also from the published checkpoints'
 #      layout and from a sharded checkpoint), but for header slots 8-13: the trainer's checksum,
 #      run id and step (common/checkpoint.h), which Hugging Face has no place for, come back 0
 #      (llm.c's value there; a file without them loads unchecked); the exported safetensors hold the tensors with
-#      save_pretrained's names, transformers' shapes, the file's dtype.
+#      save_pretrained's names, transformers' shapes, the file's dtype, and (BF16, which the
+#      scripts write from the format's specification) the bf16 file's bits as safetensors reads
+#      them; import --dtype bf16 of the fp32 export rounds the 14M weights as the trainer does.
 #   2. bad input: a directory without model.safetensors, a config that is not GPT-2's, a vocab
 #      other than 50257, a truncated safetensors file, an output path that exists, a bad model
 #      file, a full disk: one error line each, exit 1, nothing written (no output, no temporary
@@ -31,10 +39,14 @@ done
 BPE=${SHARED_DATA:-../shared/data}/gpt2
 TRAIN=data/tinyshakespeare/tiny_shakespeare_train.bin
 VAL=data/tinyshakespeare/tiny_shakespeare_val.bin
-EXPORT="python3 scripts/export_hf.py"
-IMPORT="python3 scripts/import_hf.py"
 tmp=$(mktemp -d /tmp/t_70_hf.XXXXXX)
 trap 'umount "$tmp/full" 2>/dev/null; rm -rf "$tmp"' EXIT
+# The scripts need numpy and safetensors only: they run with ml_dtypes hidden (installed or not).
+mkdir -p "$tmp/no_ml_dtypes"
+echo 'raise ImportError("ml_dtypes is hidden by tests/t_70_hf.sh: the conversion must not need it")' >"$tmp/no_ml_dtypes/ml_dtypes.py"
+HIDE="env PYTHONPATH=$tmp/no_ml_dtypes${PYTHONPATH:+:$PYTHONPATH}"
+EXPORT="$HIDE python3 scripts/export_hf.py"
+IMPORT="$HIDE python3 scripts/import_hf.py"
 
 # check_error_line NAME PATTERN CMD...: PASS if CMD exits 1 with exactly one stderr line in the
 # house format (`error: ...: ...; expected ...`) containing PATTERN (no traceback).
@@ -61,14 +73,106 @@ check "d2_20_step_checkpoint_written" test -f "$D2/model_00000020.bin"
 CKPT=$D2/model_00000020.bin
 
 # ---------------------------------------------------------------------------------------------
-# 1. Round trip. The bf16 file: the checkpoint's weights rounded to nearest even (ml_dtypes).
-python3 - "$CKPT" "$tmp/ckpt_bf16.bin" <<'EOF'
-import sys, numpy as np, ml_dtypes
-src, dst = sys.argv[1:]
+# 0. bf16 with numpy alone, rounded as the trainer rounds.
+check_fails "ml_dtypes_hidden_from_the_scripts" "ml_dtypes is hidden" $HIDE python3 -c "import ml_dtypes"
+# The trainer's conversions as a tool: `round` reads fp32 bits (uint32) and writes
+# __float2bfloat16's bf16 bits (uint16); `widen` reads bf16 bits and writes __bfloat162float's.
+[ -d /usr/local/cuda/include ] && CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+TRAINER_BF16=$tmp/trainer_bf16
+if [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_bf16.h" ]; then
+    cat >"$tmp/trainer_bf16.cpp" <<'EOF'
+#include <cuda_bf16.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+int main(int argc, char** argv) {
+    int widen = argc > 1 && strcmp(argv[1], "widen") == 0;
+    uint32_t u;
+    uint16_t h;
+    float f;
+    __nv_bfloat16 b;
+    while (widen ? fread(&h, 2, 1, stdin) == 1 : fread(&u, 4, 1, stdin) == 1) {
+        if (widen) {
+            memcpy(&b, &h, 2);
+            f = __bfloat162float(b);
+            fwrite(&f, 4, 1, stdout);
+        } else {
+            memcpy(&f, &u, 4);
+            b = __float2bfloat16(f);
+            fwrite(&b, 2, 1, stdout);
+        }
+    }
+    return 0;
+}
+EOF
+    check "trainer_bf16_rounding_tool_builds" g++ -O2 -Wall -I"$CUDA_HOME/include" "$tmp/trainer_bf16.cpp" -o "$TRAINER_BF16"
+fi
+check_bf16_rounding() {
+    $HIDE python3 - "$TRAINER_BF16" >"$tmp/bf16_measured.txt" <<'EOF'
+import subprocess, sys, numpy as np
+sys.path.insert(0, "scripts")
+import hf_gpt2
+tool = sys.argv[1]
+def trainer(mode, data):
+    return subprocess.run([tool, mode], input=data.tobytes(), capture_output=True, check=True).stdout
+NAN = None  # any NaN (the trainer's is 0x7FFF, compared bit for bit below)
+# fp32 bits -> bf16 bits, round to nearest, ties to even, worked out by hand.
+edges = [
+    (0x00000000, 0x0000, "+0"), (0x80000000, 0x8000, "-0 keeps its sign"), (0x3F800000, 0x3F80, "1"),
+    (0x3F808000, 0x3F80, "tie, kept bit even: down"), (0x3F818000, 0x3F82, "tie, kept bit odd: up"),
+    (0xBF818000, 0xBF82, "negative tie, odd: away from 0"), (0x3F808001, 0x3F81, "just above a tie"),
+    (0x3F807FFF, 0x3F80, "just below a tie"), (0x3F7FFFFF, 0x3F80, "carry into the exponent"),
+    (0x7F7F0000, 0x7F7F, "largest finite bf16"), (0x7F7F7FFF, 0x7F7F, "just below rounding to Inf"),
+    (0x7F7F8000, 0x7F80, "tie above the largest finite: Inf"), (0x7F7FFFFF, 0x7F80, "largest fp32: Inf"),
+    (0xFF7FFFFF, 0xFF80, "most negative fp32: -Inf"), (0x7F800000, 0x7F80, "+Inf"), (0xFF800000, 0xFF80, "-Inf"),
+    (0x7FC00000, NAN, "quiet NaN"), (0x7F800001, NAN, "NaN of low bits only (a plain add: Inf)"),
+    (0x7FFFFFFF, NAN, "NaN of all ones (a plain add carries into the sign)"),
+    (0xFFFFFFFF, NAN, "negative NaN of all ones (a plain add wraps to +0)"), (0xFF800001, NAN, "negative NaN"),
+    (0x00000001, 0x0000, "smallest subnormal: 0"), (0x00008000, 0x0000, "subnormal tie, even: 0"),
+    (0x00018000, 0x0002, "subnormal tie, odd: up"), (0x007FFFFF, 0x0080, "largest subnormal: smallest normal"),
+    (0x80008001, 0x8001, "negative subnormal"), (0x00800000, 0x0080, "smallest normal"),
+]
+x = np.array([e[0] for e in edges], dtype="<u4")
+ours = hf_gpt2.bf16_bits(x.view("<f4"))
+theirs = np.frombuffer(trainer("round", x), "<u2")
+for (bits, want, what), got, t in zip(edges, ours, theirs):
+    by_hand = np.isnan(hf_gpt2.bf16_to_fp32(np.array([got]))[0]) if want is NAN else got == want
+    assert by_hand and got == t, f"{what}: fp32 {bits:#010x} -> numpy {got:#06x}, trainer {t:#06x}, by hand {want}"
+# Around every bf16 value (each high half with low halves at and beside a tie) and random bits.
+high = np.arange(1 << 16, dtype="<u4") << 16
+near = (high[:, None] | np.array([0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF], dtype="<u4")).reshape(-1)
+rand = np.random.default_rng(70).integers(0, 1 << 32, size=1 << 22, dtype=np.uint64).astype("<u4")
+for name, x in (("around every bf16 value", near), ("random fp32 bits", rand)):
+    ours, theirs = hf_gpt2.bf16_bits(x.view("<f4")), np.frombuffer(trainer("round", x), "<u2")
+    assert np.array_equal(ours, theirs), f"{name}: {np.count_nonzero(ours != theirs)} of {x.size} differ"
+# Widening: every bf16 bit pattern, NaNs included.
+every = np.arange(1 << 16, dtype="<u2")
+assert np.array_equal(hf_gpt2.bf16_to_fp32(every).view("<u4"), np.frombuffer(trainer("widen", every), "<u4"))
+print(f"bf16 rounding: numpy = __float2bfloat16 on {len(edges)} edge values, {near.size} values around every "
+      f"bf16 value, {rand.size} random fp32 bit patterns (0 differ); widening = __bfloat162float on all 65536")
+EOF
+}
+if [ -x "$TRAINER_BF16" ]; then
+    check "numpy_bf16_rounding_is_the_trainers_bit_for_bit" check_bf16_rounding
+    sed 's/^/  /' "$tmp/bf16_measured.txt"
+else
+    echo "SKIP numpy_bf16_rounding_is_the_trainers_bit_for_bit: no CUDA headers (cuda_bf16.h) for the trainer's rounding"
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 1. Round trip. The bf16 file: the checkpoint's weights rounded as the trainer rounds them (the
+# tool above; without CUDA headers hf_gpt2's rounding, which the check above equates with it).
+python3 - "$CKPT" "$tmp/ckpt_bf16.bin" "$TRAINER_BF16" <<'EOF'
+import os, subprocess, sys, numpy as np
+sys.path.insert(0, "scripts")
+import hf_gpt2
+src, dst, tool = sys.argv[1:]
 header = np.fromfile(src, "<i4", count=256).copy()
 params = np.fromfile(src, "<f4", offset=1024)
 header[1] = 5
-open(dst, "wb").write(header.tobytes() + params.astype(ml_dtypes.bfloat16).tobytes())
+bits = (subprocess.run([tool, "round"], input=params.tobytes(), capture_output=True, check=True).stdout
+        if os.access(tool, os.X_OK) else hf_gpt2.bf16_bits(params).tobytes())
+open(dst, "wb").write(header.tobytes() + bits)
 EOF
 check "export_fp32_checkpoint" $EXPORT "$CKPT" "$tmp/hf_fp32" --bpe-dir "$BPE"
 check "import_fp32" $IMPORT "$tmp/hf_fp32" "$tmp/back_fp32.bin" --dtype fp32
@@ -87,18 +191,27 @@ check "export_bf16_file" $EXPORT "$tmp/ckpt_bf16.bin" "$tmp/hf_bf16"
 check "import_bf16_by_default_from_bf16_tensors" $IMPORT "$tmp/hf_bf16" "$tmp/back_bf16.bin"
 check "round_trip_bf16_byte_identical" same_model "$tmp/ckpt_bf16.bin" "$tmp/back_bf16.bin"
 check "trainer_loads_imported_bf16_file" ./train_gpt2 -i "$TRAIN" -j "$VAL" -e "$tmp/back_bf16.bin" -b 1 -t 16 -x 1 -v 0 -s 0
+# The import's own rounding (F32 tensors to --dtype bf16) on the 14M weights: the trainer's.
+check "import_fp32_as_bf16_rounds_as_the_trainer" bash -c "$IMPORT '$tmp/hf_fp32' '$tmp/rounded_bf16.bin' --dtype bf16 >/dev/null && same_model '$tmp/ckpt_bf16.bin' '$tmp/rounded_bf16.bin'"
 # What the export wrote, read with safetensors alone: save_pretrained's names, Conv1D (in, out)
-# weights equal to the llm.c weights transposed, wte without its 47 padded rows, dtype kept.
+# weights equal to the llm.c weights transposed, wte without its 47 padded rows, dtype kept;
+# BF16 data (which safetensors' numpy side reads only with ml_dtypes) by safetensors' own
+# deserialize, as raw bytes: the bf16 file's bits.
 check_export_layout() {
-    python3 - "$CKPT" "$tmp/hf_fp32" "$tmp/hf_bf16" <<'EOF'
+    $HIDE python3 - "$CKPT" "$tmp/ckpt_bf16.bin" "$tmp/hf_fp32" "$tmp/hf_bf16" <<'EOF'
 import json, sys, numpy as np
-from safetensors import safe_open
-import ml_dtypes  # noqa: F401  (names BF16 for safetensors' numpy side)
-ckpt, fp32_dir, bf16_dir = sys.argv[1:]
-params = np.fromfile(ckpt, "<f4", offset=1024)
+from safetensors import deserialize, safe_open
+ckpt, ckpt_bf16, fp32_dir, bf16_dir = sys.argv[1:]
 C, V, Vp, maxT, L = 128, 50257, 50304, 1024, 2
-wte = params[:Vp * C].reshape(Vp, C)
-qkvw0 = params[Vp * C + maxT * C + 2 * L * C:][:3 * C * C].reshape(3 * C, C)  # after wte, wpe, ln1w, ln1b
+def wte_qkvw0(params):
+    return (params[:Vp * C].reshape(Vp, C),  # then wpe, ln1w, ln1b, then qkvw of layer 0
+            params[Vp * C + maxT * C + 2 * L * C:][:3 * C * C].reshape(3 * C, C))
+wte, qkvw0 = wte_qkvw0(np.fromfile(ckpt, "<f4", offset=1024))
+wte_bits, qkvw0_bits = wte_qkvw0(np.fromfile(ckpt_bf16, "<u2", offset=1024))
+bf16 = {name: np.frombuffer(t["data"], "<u2").reshape(t["shape"])
+        for name, t in deserialize(open(f"{bf16_dir}/model.safetensors", "rb").read()) if t["dtype"] == "BF16"}
+assert np.array_equal(bf16["transformer.wte.weight"], wte_bits[:V])
+assert np.array_equal(bf16["transformer.h.0.attn.c_attn.weight"], qkvw0_bits.T)
 for directory, dtype in ((fp32_dir, "F32"), (bf16_dir, "BF16")):
     with safe_open(f"{directory}/model.safetensors", framework="numpy") as f:
         names = set(f.keys())
@@ -112,6 +225,8 @@ for directory, dtype in ((fp32_dir, "F32"), (bf16_dir, "BF16")):
             assert np.array_equal(f.get_tensor("transformer.h.0.attn.c_attn.weight"), qkvw0.T)
             assert np.array_equal(f.get_tensor("transformer.wte.weight"), wte[:V])
             assert not wte[V:].any(), "the trainer's padded rows are zeros"
+        else:
+            assert len(bf16) == len(names), "every tensor BF16"
         assert f.metadata() == {"format": "pt"}
 config = json.load(open(f"{fp32_dir}/config.json"))
 want = {"model_type": "gpt2", "n_layer": 2, "n_embd": 128, "n_head": 2, "n_positions": 1024, "vocab_size": 50257,
@@ -270,8 +385,13 @@ print(f"continuation: {tokenizer.decode(hf_tokens)!r}")
 assert hf_tokens == c_tokens, "greedy continuations differ"
 # The bf16 export loads with its bf16 weights as they are.
 bf16 = GPT2LMHeadModel.from_pretrained(bf16_dir, local_files_only=True, dtype=torch.bfloat16)
-wte_bits = np.fromfile(bf16_file, "<u2", offset=1024, count=50257 * 128).reshape(50257, 128)
-assert np.array_equal(bf16.transformer.wte.weight.view(torch.int16).numpy().view(np.uint16), wte_bits)
+def bits(t):
+    return t.detach().view(torch.int16).numpy().view(np.uint16)
+C, V, Vp, maxT, L = 128, 50257, 50304, 1024, 2
+params = np.fromfile(bf16_file, "<u2", offset=1024)
+qkvw0 = params[Vp * C + maxT * C + 2 * L * C:][:3 * C * C].reshape(3 * C, C)  # after wte, wpe, ln1w, ln1b
+assert np.array_equal(bits(bf16.transformer.wte.weight), params[:V * C].reshape(V, C))
+assert np.array_equal(bits(bf16.transformer.h[0].attn.c_attn.weight), qkvw0.T)
 EOF
 }
 check "d2_export_in_transformers_val_loss_greedy_tokenizer" check_d2_in_transformers
@@ -321,7 +441,7 @@ EOF
 check "odd_config_first_step_loss_matches_transformers" check_odd_first_loss
 sed 's/^/  /' "$tmp/odd_measured.txt"
 check_odd_export_same_tensors() {
-    python3 scripts/export_hf.py "$tmp/odd.bin" "$tmp/odd_back" >/dev/null && python3 - "$ODD" "$tmp/odd_back" <<'EOF'
+    $EXPORT "$tmp/odd.bin" "$tmp/odd_back" >/dev/null && python3 - "$ODD" "$tmp/odd_back" <<'EOF'
 import sys, numpy as np
 from safetensors.numpy import load_file
 a, b = (load_file(f"{d}/model.safetensors") for d in sys.argv[1:])

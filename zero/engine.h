@@ -12,10 +12,11 @@
 
 typedef enum {
     ZERO_OP_NONE, ZERO_OP_ALL_REDUCE, ZERO_OP_REDUCE_SCATTER, ZERO_OP_ALL_GATHER, ZERO_OP_GATHER,
-    ZERO_OP_SCALAR_ALL_REDUCE, ZERO_OP_BARRIER
+    ZERO_OP_SCALAR_ALL_REDUCE, ZERO_OP_BARRIER,
+    ZERO_OP_GROUP_ALL_GATHER, ZERO_OP_ALL_TO_ALL // ZeRO++ (zero/zeropp.h): MPI's own, on a group's communicator
 } ZeroOpKind;
 static const char* const zero_op_names[] = {"none", "all_reduce", "reduce_scatter", "all_gather", "gather",
-                                            "scalar all_reduce", "barrier"};
+                                            "scalar all_reduce", "barrier", "all_gather (group)", "all_to_all"};
 
 // A ring collective's progress (zero/comm_ring.h): which step it is at and its messages.
 typedef struct ZeroRing {
@@ -226,6 +227,7 @@ typedef struct {
     double local_grad_norm_sq;      // this rank, summed over units, this step (GPU: read back in zero_optimizer_step)
     double local_grad_norm_sq_mean; // its mean over ranks (zero_optimizer_step)
     double grad_norm_sq;            // the reduced global gradient's, before clipping (zero_optimizer_step)
+    struct ZeroPP* pp;              // ZeRO++ (zero/zeropp.h): qwZ, hpZ, qgZ; NULL when off
 } ZeroEngine;
 
 static void* zero_calloc(size_t n, size_t elem, const char* what) {

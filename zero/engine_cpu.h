@@ -93,6 +93,7 @@ static void zero_free(ZeroEngine* z) {
     zero_wait_all(z);
     zero_progress_thread_stop();
     zero_offload_free(z);
+    zero_pp_free(z);
     free(z->params); free(z->grads); free(z->m); free(z->v);
     free(z->grad_ops); free(z->param_ops);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { free(z->param_work[i].data); free(z->grad_work[i].data); }
@@ -147,6 +148,7 @@ static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
         return w;
     }
     const ParamUnit* u = &z->layout->units[unit];
+    if (zero_pp_param_gather(z, w, unit, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit))) return w; // ZeRO++: qwZ, hpZ
     // All-gather: shard_numel elements from each rank's parameter shard into the working unit
     // (padded_numel elements), so every rank holds the whole unit until zero_params_unit_done.
     zero_op_all_gather(z, &w->op, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit), w->data, u->padded_numel, unit,
@@ -168,6 +170,7 @@ static float* zero_params_unit(ZeroEngine* z, int unit) {
         ZeroWorkingUnit* w = zero_param_work_get(z, unit);
         if (w->awaiting_read) zero_param_work_start_gathers(z, w);
         zero_op_wait(z, &w->op);
+        zero_pp_gather_done(z, w); // ZeRO++: dequantize (qwZ), keep the secondary shard (hpZ)
         return w->data;
     }
     if (z->param_ops) zero_op_wait(z, &z->param_ops[unit]);
@@ -216,11 +219,13 @@ static float* zero_grads_unit(ZeroEngine* z, int unit) {
 
 // Reduce-scatter in place on a gradient working unit (stages 2, 3): padded_numel elements in,
 // this rank's shard_numel reduced slice out (where zero_reduce_scatter_result says), added into
-// the shard when finished.
+// the shard when finished. ZeRO++ qgZ: the two-level all-to-all of quantized gradients instead,
+// done on return. Both halves of a wte unit (zero_grads_unit_partly_ready, then the encoder's
+// rows) come through here, each a reduction of its own: their reduced slices add in the shard.
 static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
     const ParamUnit* u = &z->layout->units[unit];
     if (z->measure_local_grad_norm) z->local_grad_norm_sq += norm_squared(w->data, u->padded_numel); // GNS small batch
-    zero_op_reduce_scatter(z, &w->op, w->data, u->padded_numel, unit, "gradients");
+    if (!zero_pp_grad_reduce_scatter(z, w, unit)) zero_op_reduce_scatter(z, &w->op, w->data, u->padded_numel, unit, "gradients");
     if (z->world_size == 1) zero_grad_work_finish(z, w); // nothing in flight: finish now
 }
 
@@ -308,6 +313,7 @@ static void zero_step_begin(ZeroEngine* z, int step) {
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;
     z->local_grad_norm_sq = 0.0;
+    zero_pp_step_begin(z);
     zero_grads_zero(z);
 }
 

@@ -212,6 +212,7 @@ static void zero_free(ZeroEngine* z) {
     zero_wait_all(z);
     zero_offload_gpu_free(z);
     zero_offload_free(z);
+    zero_pp_free(z);
 #if !ZERO_COMM_MPI
     if (z->nccl != NULL) NCCL_CHECK(ncclCommDestroy(z->nccl));
     z->nccl = NULL;
@@ -284,6 +285,7 @@ static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
         return w;
     }
     if (zero_offload_gpu_host_optimizer(z)) CUDA_CHECK(cudaStreamWaitEvent(z->comm, z->params_up[unit], 0)); // -zo: the update is up
+    if (zero_pp_device_param_gather(z, w, unit)) return w; // ZeRO++ qwZ: int8 packets (zero/zeropp_gpu.cuh)
     // All-gather: shard_numel elements from each rank's parameter shard into the working unit
     // (padded_numel elements), so every rank holds the whole unit until zero_params_unit_done.
     zero_device_collective(z, &w->op, ZERO_OP_ALL_GATHER, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit), w->data,

@@ -184,5 +184,9 @@ static inline int MPI_Igather(const void* send, int sendcount, MPI_Datatype send
                               MPI_Datatype recvtype, int root, MPI_Comm comm, MPI_Request* r) {
     *r = MPI_REQUEST_NULL; return MPI_Gather(send, sendcount, sendtype, recv, recvcount, recvtype, root, comm);
 }
+static inline int MPI_Ialltoall(const void* send, int sendcount, MPI_Datatype sendtype, void* recv, int recvcount,
+                                MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* r) { // ZeRO++ qgZ (zero/zeropp.h)
+    *r = MPI_REQUEST_NULL; return MPI_Allgather(send, sendcount, sendtype, recv, recvcount, recvtype, comm);
+}
 
 #endif // ZERO_MPI_SINGLE_H

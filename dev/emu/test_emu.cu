@@ -34,40 +34,8 @@
 
 #include "../../common/cuda_utils.cuh"
 
-static int failures = 0;
-
-static void check(const char* name, int ok, const char* detail) {
-    if (ok) printf("PASS emu_%s\n", name);
-    else { printf("FAIL emu_%s: %s\n", name, detail); failures++; }
-}
-
-// Runs fn in a child with stderr captured; passes if the child exits with 3 and its stderr
-// contains `phrase`.
-static void expect_stop(const char* name, void (*fn)(void), const char* phrase) {
-    int fds[2];
-    if (pipe(fds) != 0) { perror("pipe"); exit(1); }
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn();
-        _exit(0); // not stopped: the emulation missed it
-    }
-    close(fds[1]);
-    char text[4096];
-    size_t len = 0;
-    ssize_t got;
-    while (len < sizeof(text) - 1 && (got = read(fds[0], text + len, sizeof(text) - 1 - len)) > 0) len += (size_t)got;
-    text[len] = '\0';
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 3 && strstr(text, phrase) != NULL;
-    char detail[4200];
-    snprintf(detail, sizeof(detail), "expected exit 3 and \"%s\"; got status %d, stderr: %s", phrase, status, text);
-    check(name, ok, detail);
-}
+#define EMU_TEST_PREFIX "emu_"
+#include "emu_test.h"
 
 // ----------------------------------------------------------------------------------------------
 // Positive cases
@@ -550,7 +518,7 @@ int main(int argc, char** argv) {
     test_async_copy_to_host();
     NCCL_CHECK(ncclCommDestroy(nccl));
 
-    printf("%d failed\n", failures);
+    printf("%d failed\n", emu_test_failures);
     MPI_Finalize();
-    return failures == 0 ? 0 : 1;
+    return emu_test_failures == 0 ? 0 : 1;
 }

@@ -24,41 +24,9 @@
 #include "../../common/cuda_utils.cuh"
 #include "../../kernels/ptx.cuh"
 
-static int failures = 0;
-
-static void check(const char* name, int ok, const char* detail) {
-    if (ok) printf("PASS emu_ptx_%s\n", name);
-    else { printf("FAIL emu_ptx_%s: %s\n", name, detail); failures++; }
-}
-
-// Runs fn in a child with stderr captured; passes if the child exits with 3 and its stderr
-// contains `phrase` (the emulation's stop).
-static void expect_stop(const char* name, void (*fn)(void), const char* phrase) {
-    int fds[2];
-    if (pipe(fds) != 0) { perror("pipe"); exit(1); }
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2);
-        close(fds[0]);
-        fn();
-        cudaDeviceSynchronize();
-        _exit(0); // not stopped: the emulation missed it
-    }
-    close(fds[1]);
-    char text[4096];
-    size_t len = 0;
-    ssize_t got;
-    while (len < sizeof(text) - 1 && (got = read(fds[0], text + len, sizeof(text) - 1 - len)) > 0) len += (size_t)got;
-    text[len] = '\0';
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    int ok = WIFEXITED(status) && WEXITSTATUS(status) == 3 && strstr(text, phrase) != NULL;
-    char detail[4200];
-    snprintf(detail, sizeof(detail), "expected exit 3 and \"%s\"; got status %d, stderr: %s", phrase, status, text);
-    check(name, ok, detail);
-}
+#define EMU_TEST_PREFIX "emu_ptx_"
+#define EMU_TEST_SYNC_AFTER_CASE 1
+#include "emu_test.h"
 
 __host__ __device__ static float bits_to_float(uint16_t b) { uint32_t u = (uint32_t)b << 16; float f; memcpy(&f, &u, 4); return f; }
 __host__ __device__ static uint16_t bf16_bits(bf16 x) { uint16_t u; memcpy(&u, (const void*)&x, 2); return u; }
@@ -292,6 +260,6 @@ int main(void) {
     expect_stop("mma_after_lanes_returned_stops", case_mma_after_return, "lanes of the warp that returned");
     expect_stop("lanes_at_different_instructions_stop", case_mixed_instructions, "different warp-level instructions");
     expect_stop("ldmatrix_from_global_memory_stops", case_ldmatrix_global, "not in shared memory");
-    printf("%d failed\n", failures);
-    return failures == 0 ? 0 : 1;
+    printf("%d failed\n", emu_test_failures);
+    return emu_test_failures == 0 ? 0 : 1;
 }
