@@ -9,11 +9,13 @@
 #     bytes, recomputed from the config by the python below (zero/zeropp.h's header). What
 #     remains above is protocol, as in group 1 (measured +0.1-0.2% there).
 #   - with hpZ the backward all-gather sends nothing between hosts: per host, plain's bytes minus
-#     the -hp run's equal the plain backward all-gather's ring bytes (formula), within 25%. In d2
-#     the backward gathers (the layers; the embedding is kept from the LM head) are only 1.9% of
-#     plain stage 3's bytes, so this difference of two measurements carries their protocol noise
-#     (+-0.3% of 62 MB each): measured -8%/-10% and +3.9%/-5.5% in two runs. A backward gather across hosts would make it
-#     about -100% (hpZ's within-group gather would add bytes instead of removing the ring's).
+#     the -hp run's equal the plain backward all-gather's ring bytes (formula), within 25%. Since
+#     wte is in vocab chunks, backward gathers every unit (wte's chunks for the LM head's
+#     recompute), about a third of plain stage 3's bytes; with one embedding unit kept from the
+#     LM head they were 1.9%, and this difference of two measurements, carrying their protocol
+#     noise (+-0.3% of 62 MB each), measured -8%/-10% and +3.9%/-5.5%. A backward gather across
+#     hosts would make it about -100% (hpZ's within-group gather would add bytes instead of
+#     removing the ring's).
 #   - the trainer's own split (its "zero++ step" line, rank 0: within host / to other hosts) equals
 #     the formula for rank 0, printed as INFO.
 source "$(dirname "$0")/cluster_common.sh"

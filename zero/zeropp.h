@@ -106,8 +106,11 @@ static inline size_t zero_pp_packet_words(size_t S, int bits, int block) {
  */
 static int zero_pp_check_offload(int qw, int hp, const ZeroOffloadArgs* offload, int gpu_build, char* err, size_t cap) {
     if (!gpu_build && (qw || hp != 1) && offload->params == ZERO_PLACE_NVME) {
+        char flag[32];
+        if (qw) snprintf(flag, sizeof(flag), "-qw 1");
+        else snprintf(flag, sizeof(flag), "-hp %d", hp);
         snprintf(err, cap, "error: %s with -zp nvme: ZeRO++'s parameter gathers start from the shard in RAM, -zp nvme gathers "
-                 "from its NVMe reads; expected -zp none with %s, or -qw 0 -hp 1", qw ? "-qw 1" : "-hp", qw ? "-qw 1" : "-hp");
+                 "from its NVMe reads; expected -zp none with %s, or -qw 0 -hp 1", flag, flag);
         return 1;
     }
     if (gpu_build && qw && (offload->optimizer != ZERO_PLACE_NONE || offload->params != ZERO_PLACE_NONE)) {
