@@ -9,9 +9,10 @@
  * refused in this build (zero_pp_check_flags), and so is qwZ with -zo/-zp (the master shard it
  * quantizes is on the host then: zero_pp_check_offload). Backward's LM-head recompute gathers
  * wte's vocab chunks as forward did (qwZ), so it sees the weights forward's softmax statistics
- * came from; the layers' backward gathers stay bf16 (zero/zeropp.h's header). Packet layout as the CPU build's (zero/zeropp.h):
- * ceil(S/b) scales, then S code bytes, padded to 4 bytes; NCCL carries it as bf16 pairs of
- * bytes (an all-gather copies them unchanged; the CPU emulation's NCCL models bf16 only).
+ * came from; the layers' backward gathers stay bf16 (zero/zeropp.h's header). Packet layout as
+ * the CPU build's (zero/zeropp.h): ceil(S/b) scales, then S code bytes, padded to 4 bytes; NCCL
+ * carries it as bf16 pairs of bytes (an all-gather copies them unchanged; the CPU emulation's
+ * NCCL models bf16 only).
  * Part of the ZeRO engine (the map is in zero.cuh).
  */
 #ifndef ZERO_ZEROPP_GPU_CUH
