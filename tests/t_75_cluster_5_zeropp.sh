@@ -11,9 +11,9 @@
 #   - with hpZ the backward all-gather sends nothing between hosts: per host, plain's bytes minus
 #     the -hp run's equal the plain backward all-gather's ring bytes (formula), within 25%. Since
 #     wte is in vocab chunks, backward gathers every unit (wte's chunks for the LM head's
-#     recompute), about a third of plain stage 3's bytes; with one embedding unit kept from the
-#     LM head they were 1.9%, and this difference of two measurements, carrying their protocol
-#     noise (+-0.3% of 62 MB each), measured -8%/-10% and +3.9%/-5.5%. A backward gather across
+#     recompute), about a fifth of plain stage 3's bytes (measured +0.3%/+0.4%); with one
+#     embedding unit kept from the LM head they were 1.9%, and this difference of two
+#     measurements, carrying their protocol noise, measured -8%/-10% and +3.9%/-5.5%. A backward gather across
 #     hosts would make it about -100% (hpZ's within-group gather would add bytes instead of
 #     removing the ring's).
 #   - the trainer's own split (its "zero++ step" line, rank 0: within host / to other hosts) equals
