@@ -9,7 +9,8 @@
 #      ranks (NCCL carried by MPI), 6 steps of t_65's reference model, with -qw 1 against without:
 #      the val loss within the gap below, and the forward gathers' elements counted as the formula.
 #   3. Bad flags, one error line each: -qw 1 at stage 2, -qg 1 at stage 1, -hp at stage 2, -hp
-#      that does not divide the ranks, unsupported -qb and -qgb.
+#      that does not divide the ranks, unsupported -qb and -qgb, -qw 1 or -hp with -zp nvme (their
+#      gathers start from the shard in RAM), and in the GPU build -qw 1 with -zo cpu.
 #   4. Trainer, d2 on the ZeRO tests' synthetic shards (tests/zero_common.sh), 10 steps,
 #      global batch 12 x T 8, against plain stage 3 (or 2) on the same ranks:
 #      - all three off (-qw 0 -hp 1 -qg 0 given): losses bit-identical (as logged, every digit);
@@ -57,6 +58,8 @@ bad zeropp_hp_at_stage2_refused "^error: -hp 2: .*expected -hp 1" 1 2 -hp 2
 bad zeropp_hp_not_dividing_ranks_refused "^error: -hp 3: does not divide the 4 ranks" 4 3 -b 3 -hp 3
 bad zeropp_block_size_unsupported_refused "^error: -qb 48: unsupported quantization block size; expected a multiple of 32" 1 3 -qw 1 -qb 48
 bad zeropp_gradient_bits_unsupported_refused "^error: -qgb 5: unsupported gradient code width; expected 4 or 8" 1 3 -qg 1 -qgb 5
+bad zeropp_qw_with_zp_nvme_refused "^error: -qw 1 with -zp nvme: .*expected -zp none" 1 3 -qw 1 -zp nvme -zd "$ZT"
+bad zeropp_hp_with_zp_nvme_refused "^error: -hp 2 with -zp nvme: .*expected -zp none" 1 3 -hp 2 -zp nvme -zd "$ZT"
 
 # 4. Trainer runs: global batch 12 (B = 12/N), 10 steps, val at steps 0, 5, 10.
 run() { local name=$1 n=$2 stage=$3; shift 3
@@ -100,6 +103,8 @@ if [ -n "${EMU_QW:-}" ]; then
             EMU_DEVICE_COUNT=2 timeout 600 "${MPIRUN[@]}" -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT -np 2 build/emu/train_gpt2cu_z3 \
                 -e dev/reference/gpt2_ref_model.bin -t 32 -b 4 -l 1e-3 -x 6 -v 3 -m 2 -s 0 -i "$ZT/emu/train.bin" \
                 -j "$ZT/emu/val.bin" -o "$dir" "$@" >"$dir.out" 2>&1; }
+        check_fails zeropp_gpu_qw_with_zo_cpu_refused "^error: -qw 1 with -zo cpu -zp none: .*expected -zo none -zp none" \
+            build/emu/train_gpt2cu_z3 -e dev/reference/gpt2_ref_model.bin -qw 1 -zo cpu
         if erun "$ZT/emu_plain" && erun "$ZT/emu_qw" -qw 1; then
             check zeropp_gpu_emu_qwz_np2_val_loss_within_gap python3 tests/zeropp_logcheck.py gap "$ZT/emu_plain" "$ZT/emu_qw" $GAP --progress $PROGRESS
             echo "INFO GPU qwZ (emulated): $(python3 tests/zeropp_logcheck.py gap "$ZT/emu_plain" "$ZT/emu_qw" $GAP --progress $PROGRESS)"

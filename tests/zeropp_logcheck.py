@@ -17,12 +17,18 @@ test. Exit 0 = pass; the one line printed says what was compared.
   gpu_sent RUN [--block B]
       a GPU build's stage-3 run with -qw 1 (zero/zeropp_gpu.cuh): every train record's
       sent_elements (bf16 elements: a packet of W bytes counts W/2) equals A (N-1) [sum_u 2 W8(S_u)
-      + 2 W8(S_emb)] (forward, packets in words x 2) + A (N-1) sum_{u != emb} S_u (backward, bf16)
-      + A (N-1) sum_u S_u (reduce-scatter)
+      + sum_{e in wte} 2 x 2 W8(S_e)] (forward, and backward's LM-head recompute of wte's chunks,
+      packets in words x 2) + A (N-1) sum_{u not wte} S_u (backward, bf16) + A (N-1) sum_u r_u S_u
+      (reduce-scatter; r = 2 for wte's chunks: the LM head's part and the encoder's rows)
+The unit sizes (wte in vocab chunks) come from tests/zero_logcheck.py's independent rule.
 """
 import json
 import math
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zero_logcheck import layout_units  # noqa: E402 (wte's vocab chunks, recomputed from the config)
 
 ALIGN = 64  # ZERO_ALIGN in zero.cuh
 
@@ -35,11 +41,10 @@ def load(run):
 
 
 def units(cfg, n):
-    C, L = cfg["C"], cfg["L"]
-    vp, max_t = cfg["Vp"], cfg["maxT"]
-    raw = [vp * C + max_t * C] + [12 * C * C + 13 * C] * L + [2 * C]
+    """Padded unit sizes in layout order and the set of the indices holding wte's chunks."""
+    raw, wte = layout_units(cfg, "wte_units" in cfg)
     q = n * ALIGN
-    return [(u + q - 1) // q * q for u in raw]
+    return [(u + q - 1) // q * q for u in raw], set(wte)
 
 
 def packet_words(s, bits, block):
@@ -53,17 +58,19 @@ def formula_words(cfg, pp):
     bits, block, g = pp["zeropp_qg_bits"], pp["zeropp_block"], pp["zeropp_group_size"]
     h = n // g
     fwd = bwd = grad = 0
-    for i, p in enumerate(units(cfg, n)):
+    sizes, wte = units(cfg, n)
+    for i, p in enumerate(sizes):
         s = p // n
         plain = s * (n - 1)
+        r = 2 if i in wte else 1  # wte's chunks: gathered twice in forward, reduced twice
         if stage == 3:
             gathered = packet_words(s, 8, block) * (n - 1) if qw else plain
-            fwd += a * (2 if i == 0 else 1) * gathered  # the embedding: input and LM head
-            if i != 0:
-                bwd += a * ((hp - 1) * (p // hp) if hp > 1 else plain)
+            fwd += a * r * gathered  # wte's chunks: encoder and LM head
+            # backward: every unit once (wte's chunks for the LM head's recompute, as forward's weights)
+            bwd += a * ((hp - 1) * (p // hp) if hp > 1 else gathered if i in wte else plain)
         else:
             fwd += plain  # stage 2: the all-gather after AdamW
-        grad += a * (((g - 1) * h + (h - 1)) * packet_words(s, bits, block) if qg and n > 1 else plain)
+        grad += a * r * (((g - 1) * h + (h - 1)) * packet_words(s, bits, block) if qg and n > 1 else plain)
     return fwd, bwd, grad
 
 
@@ -91,9 +98,11 @@ def main():
         recs, cfg, _ = load(args[0])
         n, a, block = cfg["world_size"], cfg["grad_accum_steps"], int(opts.get("--block", "2048"))
         sent = 0
-        for i, p in enumerate(units(cfg, n)):
+        sizes, wte = units(cfg, n)
+        for i, p in enumerate(sizes):
             s = p // n
-            sent += a * (n - 1) * ((2 if i == 0 else 1) * 2 * packet_words(s, 8, block) + (0 if i == 0 else s) + s)
+            sent += a * (n - 1) * ((3 if i in wte else 1) * 2 * packet_words(s, 8, block) + (0 if i in wte else s)
+                                   + (2 if i in wte else 1) * s)
         trains = [r["sent_elements"] for r in recs if r["kind"] == "train"]
         print(f"formula {sent} elements per rank per step; counted {sorted(set(trains))}")
         return 0 if trains and all(t == sent for t in trains) else 1

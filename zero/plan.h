@@ -80,8 +80,9 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     // Per rank the budget is the device's memory, or (CPU) the host's shared by its ranks.
     double budget = (m->cores > 0 ? m->memory / rpn : m->memory) - m->reserve;
     char buf[7][32];
-    fprintf(out, "plan: %s | L %d | C %d | NH %d | Vp %d | parameters %zu, Ψ = %zu padded for N = %d\n", init, L, cfg->channels,
-            cfg->num_heads, cfg->padded_vocab_size, layout.num_parameters, layout.padded_numel, N);
+    fprintf(out, "plan: %s | L %d | C %d | NH %d | Vp %d (wte in %d vocab-chunk units) | parameters %zu, Ψ = %zu padded for N = %d\n",
+            init, L, cfg->channels, cfg->num_heads, cfg->padded_vocab_size, layout.num_wte_units, layout.num_parameters,
+            layout.padded_numel, N);
     fprintf(out, "plan: batch B %d x T %d x %d ranks x %d micro-steps = %lld tokens per step | %s\n", pm->B, pm->T, N, A, tokens,
             pm->has_master ? "bf16 params and micro-step grads, fp32 accumulated grads, master, m, v (GPU build)" : "fp32 params, grads, m, v (CPU build)");
     fprintf(out, "plan: machine %s\n", m->name);
@@ -107,12 +108,14 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
         p->stage = stage;
         p->bytes = plan_stage_bytes(pm, &layout, stage);
         const PlanBytes* b = &p->bytes;
-        p->sent_formula = zero_elements_sent_formula(stage, layout.padded_numel, N, A);
+        p->sent_formula = zero_elements_sent_formula(stage, layout.padded_numel, N, A, zero_embedding_numel(&layout));
         double shard_add = !pm->has_master ? 3.0 * e : 0.0; // CPU: shard += reduced slice
         ZeroTraceEvent* events = NULL;
         int capacity = 0, count = 0;
         if (trace_path) {
-            capacity = 3 * A * (12 * layout.num_units + 16) + 64;
+            // three steps: per micro-step a compute span, <= 3 collectives and waits per unit (5 for
+            // a wte chunk); per step the optimizer's span, all-gather and wait per unit
+            capacity = 3 * (A * (12 * layout.num_units + 4 * layout.num_wte_units + 16) + 3 * layout.num_units) + 64;
             events = (ZeroTraceEvent*)zero_calloc((size_t)capacity, sizeof(ZeroTraceEvent), "plan trace");
         }
         p->step = plan_simulate(stage, &layout, &net, &tm, A, shard_add, mem_bw, events, capacity, &count);

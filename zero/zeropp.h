@@ -27,14 +27,21 @@
  * in 4-byte words. hpZ's group gather and qgZ's all-to-alls are MPI's own collectives on the
  * group and cross-group communicators, waited on with the engine's timed wait (-wt).
  *
+ * The tied wte is K vocab-chunk units (e in wte below; zero/layout.h's E): forward gathers each
+ * twice (encoder, LM head), backward once more to recompute the LM head's logits, and its
+ * gradient is reduced twice per micro-step (the LM head's part early, the encoder's rows at the
+ * end: zero_grads_unit_partly_ready). The recompute must see the weights forward's softmax
+ * statistics came from, so it is gathered as forward's weights: from the hpZ secondary (which
+ * holds them) when hpZ is on, else as qwZ packets when qwZ is on (zero_pp_param_gather).
  * Bytes per rank per step (zero_pp_formula, printed at start-up beside the counts of every step):
  * with S_u = unit u's shard (P_u/N), W(S) = packet words, G ranks a group, H = N/G groups,
- *   forward gathers  A (N-1) [sum_u W8(S_u) + W8(S_emb)] words (qwZ; the embedding unit is
- *                    gathered twice: input embedding and LM head), else the same with S for W;
- *   backward gathers A (K-1) sum_{u != emb} P_u/K elements, all within the group (hpZ), else
- *                    A (N-1) sum_{u != emb} S_u along the ring;
- *   gradients        A sum_u [(G-1) H + (H-1)] Wq(S_u) words (qgZ: (G-1)/G of the unit's codes
- *                    within the group, (H-1)/N across), else A (N-1) sum_u S_u along the ring.
+ *   forward gathers  A (N-1) [sum_u W8(S_u) + sum_{e in wte} W8(S_e)] words (qwZ; the wte units
+ *                    are gathered twice: encoder and LM head), else the same with S for W;
+ *   backward gathers A (K-1) sum_u P_u/K elements, all within the group (hpZ), else
+ *                    A (N-1) [sum_{u not wte} S_u + sum_{e in wte} W8(S_e) (qwZ) or S_e];
+ *   gradients        A sum_u r_u [(G-1) H + (H-1)] Wq(S_u) words (qgZ: (G-1)/G of the unit's
+ *                    codes within the group, (H-1)/N across), else A (N-1) sum_u r_u S_u along
+ *                    the ring, with r_u = 2 for the wte units, 1 for the others.
  * In the paper's terms (Ψ parameters, fp16 baseline): 0.5Ψ forward, 0 across nodes backward,
  * 0.25Ψ gradients across nodes; here the baseline is fp32, so int8 is Ψ/4 + scales and int4 Ψ/8.
  * Part of the ZeRO engine (the map is in zero.cuh).
@@ -91,6 +98,37 @@ static inline size_t zero_pp_packet_words(size_t S, int bits, int block) {
     return quant_num_blocks(S, block) + (quant_code_bytes(S, bits) + 3) / 4;
 }
 
+/*
+ * ZeRO++ beside offload (zero/offload.h), one error line, nonzero when refused. CPU build: qwZ
+ * and hpZ start their gathers from the parameter shard in RAM, which -zp nvme replaces by the
+ * NVMe read's gather. GPU build: qwZ quantizes the fp32 master shard on the device, which -zo
+ * and -zp keep on the host.
+ */
+static int zero_pp_check_offload(int qw, int hp, const ZeroOffloadArgs* offload, int gpu_build, char* err, size_t cap) {
+    if (!gpu_build && (qw || hp != 1) && offload->params == ZERO_PLACE_NVME) {
+        char flag[32];
+        if (qw) snprintf(flag, sizeof(flag), "-qw 1");
+        else snprintf(flag, sizeof(flag), "-hp %d", hp);
+        snprintf(err, cap, "error: %s with -zp nvme: ZeRO++'s parameter gathers start from the shard in RAM, -zp nvme gathers "
+                 "from its NVMe reads; expected -zp none with %s, or -qw 0 -hp 1", flag, flag);
+        return 1;
+    }
+    if (gpu_build && qw && (offload->optimizer != ZERO_PLACE_NONE || offload->params != ZERO_PLACE_NONE)) {
+        snprintf(err, cap, "error: -qw 1 with -zo %s -zp %s: the GPU build's qwZ quantizes the fp32 master shard on the device, "
+                 "offload keeps it on the host; expected -zo none -zp none with -qw 1, or -qw 0",
+                 zero_placement_names[offload->optimizer], zero_placement_names[offload->params]);
+        return 1;
+    }
+    return 0;
+}
+
+// Is `unit` one of wte's vocab chunks? In backward they are gathered only for the LM head's
+// recompute of forward's logits (the encoder's backward needs no parameters).
+static int zero_pp_wte_unit(const ParamLayout* layout, int unit) {
+    for (int k = 0; k < layout->num_wte_units; k++) if (wte_unit(layout, k) == unit) return 1;
+    return 0;
+}
+
 #if !ZERO_GPU_BUILD
 typedef struct ZeroPP {
     int qw, qg, qg_bits, hp, block; // flags: hp = K (1: off)
@@ -98,6 +136,7 @@ typedef struct ZeroPP {
     int group_rank, group_index;    // this rank = group_index * G + group_rank
     MPI_Comm group_comm, cross_comm; // this rank's group; the ranks at its place in every group
     int backward;                   // the model's pass: 1 while backward asks for parameters
+    int forward_gather[ZERO_WORKING_UNITS]; // the working unit's gather served forward: keep its hpZ slice
     float* packets[ZERO_WORKING_UNITS]; // qwZ: per parameter working unit, N packets (gathered codes)
     long long dequantize_age[ZERO_WORKING_UNITS]; // the working unit's age (take) whose packets await dequantizing, else -1
     float* secondary;               // hpZ: unit u's slice group_rank of K at units[u].offset / K
@@ -194,7 +233,11 @@ static void zero_pp_free(ZeroEngine* z) {
     z->pp = NULL;
 }
 
-// The model says which pass asks for parameters next (hpZ serves backward from the secondary).
+/*
+ * The model says which pass the gathers from now on serve: 0 forward, 1 backward (hpZ serves
+ * backward from the secondary). A prefetch belongs to the pass of its use: the trainer switches
+ * to 1 before forward's last LM-head chunk prefetches backward's first wte unit.
+ */
 static void zero_pp_pass(ZeroEngine* z, int backward) { if (z->pp) z->pp->backward = backward; }
 
 // Packet of S elements at `packet` (words) <-> floats.
@@ -210,8 +253,10 @@ static void zero_pp_unpack(float* out, const float* packet, size_t S, int bits, 
  * fp32 shard `mine` (S_u elements); returns 0 when ZeRO++ does not apply (plain all-gather).
  *   backward pass, hpZ, secondary ready: all-gather of P_u/K elements a rank within the group
  *       (MPI_Iallgather on group_comm, in place in w->data), (K-1) P_u/K elements sent;
- *   forward pass, qwZ: quantize the shard into packet `rank` (W words), ring all-gather of the
- *       N packets ((N-1) W words sent); zero_pp_gather_done dequantizes them into w->data.
+ *   forward pass, or a wte unit for backward's LM-head recompute (hpZ off), qwZ: quantize the
+ *       shard into packet `rank` (W words), ring all-gather of the N packets ((N-1) W words
+ *       sent); zero_pp_gather_done dequantizes them into w->data. The recompute so computes with
+ *       the weights forward's softmax statistics came from (hpZ's secondary holds them too).
  */
 static int zero_pp_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit, const float* mine) {
     ZeroPP* pp = z->pp;
@@ -219,6 +264,7 @@ static int zero_pp_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit, con
     const ParamUnit* u = zero_pp_unit(z, unit);
     int N = z->world_size, i = (int)(w - z->param_work);
     pp->dequantize_age[i] = -1;
+    pp->forward_gather[i] = !pp->backward;
     if (pp->backward && pp->hp > 1 && pp->secondary_ready[unit]) {
         int K = pp->hp;
         size_t part = u->padded_numel / (size_t)K;
@@ -231,7 +277,7 @@ static int zero_pp_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit, con
         MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, w->data, (int)part, MPI_FLOAT, pp->group_comm, &w->op.request));
         return 1;
     }
-    if (pp->qw && !pp->backward) {
+    if (pp->qw && (!pp->backward || zero_pp_wte_unit(z->layout, unit))) {
         size_t S = u->shard_numel, W = zero_pp_packet_words(S, 8, pp->block);
         float* packets = pp->packets[i];
         zero_pp_pack(packets + (size_t)z->rank * W, mine, S, 8, pp->block);
@@ -254,7 +300,7 @@ static void zero_pp_gather_done(ZeroEngine* z, ZeroWorkingUnit* w) {
         for (int r = 0; r < z->world_size; r++) zero_pp_unpack(w->data + (size_t)r * S, pp->packets[i] + (size_t)r * W, S, 8, pp->block, 0);
         pp->dequantize_age[i] = -1;
     }
-    if (pp->hp > 1 && !pp->backward) {
+    if (pp->hp > 1 && pp->forward_gather[i]) {
         size_t part = u->padded_numel / (size_t)pp->hp;
         memcpy(pp->secondary + u->offset / (size_t)pp->hp, w->data + (size_t)pp->group_rank * part, part * sizeof(float));
         pp->secondary_ready[w->unit] = 1;
@@ -360,18 +406,20 @@ static ZeroPPFormula zero_pp_formula(const ZeroEngine* z, int grad_accum_steps) 
     for (int unit = 0; unit < layout->num_units; unit++) {
         size_t S = layout->units[unit].shard_numel, P = layout->units[unit].padded_numel;
         long long plain = (long long)S * (N - 1); // a ring all-gather or reduce-scatter of the unit
+        int wte = zero_pp_wte_unit(layout, unit), reductions = wte ? 2 : 1; // wte: LM head's part, encoder's rows
         if (ZERO_STAGE == 3) {
             long long gathered = pp && pp->qw ? (long long)zero_pp_packet_words(S, 8, pp->block) * (N - 1) : plain;
-            f.forward += A * (unit == UNIT_EMBEDDING ? 2 : 1) * gathered; // the embedding: input and LM head
-            if (unit != UNIT_EMBEDDING) f.backward += A * (pp && pp->hp > 1 ? (long long)(pp->hp - 1) * (long long)(P / (size_t)pp->hp) : plain);
+            f.forward += A * (wte ? 2 : 1) * gathered; // wte's chunks: encoder and LM head
+            if (pp && pp->hp > 1) f.backward += A * (long long)(pp->hp - 1) * (long long)(P / (size_t)pp->hp);
+            else f.backward += A * (wte ? gathered : plain); // wte's chunks: the LM head's recompute, as forward's weights
         } else {
             f.forward += plain;
         }
         if (pp && pp->qg && N > 1) {
             long long G = pp->group_size, H = pp->num_groups;
-            f.gradients += A * ((G - 1) * H + (H - 1)) * (long long)zero_pp_packet_words(S, pp->qg_bits, pp->block);
+            f.gradients += A * reductions * ((G - 1) * H + (H - 1)) * (long long)zero_pp_packet_words(S, pp->qg_bits, pp->block);
         } else {
-            f.gradients += A * plain;
+            f.gradients += A * reductions * plain;
         }
     }
     return f;
@@ -391,6 +439,7 @@ static void zero_pp_formula_split(const ZeroEngine* z, int grad_accum_steps, lon
     if (qg) {
         for (int unit = 0; unit < z->layout->num_units; unit++) {
             long long W = (long long)zero_pp_packet_words(z->layout->units[unit].shard_numel, pp->qg_bits, pp->block);
+            W *= zero_pp_wte_unit(z->layout, unit) ? 2 : 1; // wte's chunks are reduced twice
             phase1 += (long long)grad_accum_steps * (G - 1) * H * W;
             phase2 += (long long)grad_accum_steps * (H - 1) * W;
         }
@@ -424,7 +473,8 @@ static void zero_pp_print_setup(const ZeroEngine* z, int grad_accum_steps, FILE*
     fprintf(out, "zero++: bytes per rank per step (A = %d): forward gathers %lld, backward gathers %lld, gradients %lld = %lld "
             "(formulas in zero/zeropp.h; plain stage %d: %lld) | buffers %zu bytes\n",
             grad_accum_steps, 4 * f.forward, 4 * f.backward, 4 * f.gradients, 4 * (f.forward + f.backward + f.gradients), ZERO_STAGE,
-            4 * zero_elements_sent_formula(ZERO_STAGE, z->layout->padded_numel, z->world_size, grad_accum_steps), pp->bytes_buffers);
+            4 * zero_elements_sent_formula(ZERO_STAGE, z->layout->padded_numel, z->world_size, grad_accum_steps,
+                                         zero_embedding_numel(z->layout)), pp->bytes_buffers);
     long long within, across;
     zero_pp_formula_split(z, grad_accum_steps, &within, &across);
     fprintf(out, "zero++: rank 0's bytes per step by formula: within its host %lld, to other hosts %lld (counted on each "

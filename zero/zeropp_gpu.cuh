@@ -6,9 +6,13 @@
  * packet, ncclAllGather of the N packets, dequantize each into its slice of the bf16 working
  * unit; op->done after the last. Master weights and AdamW stay exact. NCCL builds (and one
  * process) only: the host-staged MPI backend moves bf16 values, not packets. hpZ and qgZ are
- * refused in this build (zero_pp_check_flags). Packet layout as the CPU build's (zero/zeropp.h):
- * ceil(S/b) scales, then S code bytes, padded to 4 bytes; NCCL carries it as bf16 pairs of
- * bytes (an all-gather copies them unchanged; the CPU emulation's NCCL models bf16 only).
+ * refused in this build (zero_pp_check_flags), and so is qwZ with -zo/-zp (the master shard it
+ * quantizes is on the host then: zero_pp_check_offload). Backward's LM-head recompute gathers
+ * wte's vocab chunks as forward did (qwZ), so it sees the weights forward's softmax statistics
+ * came from; the layers' backward gathers stay bf16 (zero/zeropp.h's header). Packet layout as
+ * the CPU build's (zero/zeropp.h): ceil(S/b) scales, then S code bytes, padded to 4 bytes; NCCL
+ * carries it as bf16 pairs of bytes (an all-gather copies them unchanged; the CPU emulation's
+ * NCCL models bf16 only).
  * Part of the ZeRO engine (the map is in zero.cuh).
  */
 #ifndef ZERO_ZEROPP_GPU_CUH
@@ -59,7 +63,7 @@ static void zero_pp_pass(ZeroEngine* z, int backward) { if (z->pp) z->pp->backwa
  */
 static int zero_pp_device_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
     ZeroPP* pp = z->pp;
-    if (pp == NULL || !pp->qw || pp->backward) return 0;
+    if (pp == NULL || !pp->qw || (pp->backward && !zero_pp_wte_unit(z->layout, unit))) return 0;
     const ParamUnit* u = &z->layout->units[unit];
     int N = z->world_size, i = (int)(w - z->param_work), b = pp->block;
     size_t S = u->shard_numel, W = 4 * zero_pp_packet_words(S, 8, b), nb = quant_num_blocks(S, b);
@@ -80,16 +84,17 @@ static int zero_pp_device_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int un
     return 1;
 }
 
-// Start-up line (rank 0): what ZeRO++ does here and its per-step forward gather formula.
+// Start-up line (rank 0): what ZeRO++ does here and its per-step quantized gather formula: every
+// unit once in forward, wte's vocab chunks twice more (forward's LM head, backward's recompute).
 static void zero_pp_print_setup(const ZeroEngine* z, int grad_accum_steps, FILE* out) {
     const ZeroPP* pp = z->pp;
     if (pp == NULL) return;
     long long words = 0, N = z->world_size;
     for (int unit = 0; unit < z->layout->num_units; unit++)
-        words += (unit == UNIT_EMBEDDING ? 2 : 1) * (long long)zero_pp_packet_words(z->layout->units[unit].shard_numel, 8, pp->block);
-    fprintf(out, "zero++: qwZ on (int8 forward all-gather, block %d) | forward gathers per rank per step: A (N-1) x packets = "
+        words += (zero_pp_wte_unit(z->layout, unit) ? 3 : 1) * (long long)zero_pp_packet_words(z->layout->units[unit].shard_numel, 8, pp->block);
+    fprintf(out, "zero++: qwZ on (int8 all-gather of forward's weights, block %d) | those gathers per rank per step: A (N-1) x packets = "
             "%lld bytes (plain bf16: %lld) | packet buffers %zu bytes\n", pp->block, 4 * words * (N - 1) * grad_accum_steps,
-            2 * (long long)(z->layout->padded_numel + z->layout->units[UNIT_EMBEDDING].padded_numel) / N * (N - 1) * grad_accum_steps,
+            2 * (long long)(z->layout->padded_numel + 2 * zero_embedding_numel(z->layout)) / N * (N - 1) * grad_accum_steps,
             pp->bytes_buffers);
 }
 
