@@ -8,7 +8,7 @@
  * ZeRO-Offload / ZeRO-Infinity placement (zero/offload.h): -zo (optimizer state), -zp (stage-3
  * parameter shard), none|cpu|nvme each, and -zd (the NVMe directory), and ZeRO++
  * (zero/zeropp.h): -qw (quantized weights), -hp (secondary shard group), -qg (quantized
- * gradients), -qgb (their bits), -qb (quantization block size).
+ * gradients), -qgb (their bits), -qb (the weights' quantization block size), -qbg (the gradients').
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
  * flag or a malformed value prints one error line and exits 1.
  */
@@ -64,7 +64,8 @@ typedef struct {
     int zeropp_hp;             // -hp: ZeRO++ secondary shard over K ranks (1: off, 0: the ranks of a host)
     int zeropp_qg;             // -qg: ZeRO++ quantized gradient all-to-all (stages 2-3)
     int zeropp_qg_bits;        // -qgb: its code width, 4 or 8
-    int zeropp_block;          // -qb: elements per quantization block
+    int zeropp_block;          // -qb: elements per quantization block of the weights (qwZ)
+    int zeropp_grad_block;     // -qbg: elements per quantization block of the gradients (qgZ)
 } TrainArgs;
 
 #define TOTAL_BATCH_AUTO (-2) // -d auto
@@ -113,7 +114,8 @@ static const ArgSpec arg_specs[] = {
     {"-hp", ARG_INT, ARG_FIELD(zeropp_hp), "ZeRO++ hpZ: backward all-gather from a secondary shard over K ranks (1: off, 0: a host's ranks)"},
     {"-qg", ARG_INT, ARG_FIELD(zeropp_qg), "ZeRO++ qgZ: gradient reduce-scatter as a two-level all-to-all of codes (0/1)"},
     {"-qgb", ARG_INT, ARG_FIELD(zeropp_qg_bits), "ZeRO++ qgZ: bits per gradient code, 4 or 8"},
-    {"-qb", ARG_INT, ARG_FIELD(zeropp_block), "ZeRO++: elements per quantization block (multiple of 32, 32-65536)"},
+    {"-qb", ARG_INT, ARG_FIELD(zeropp_block), "ZeRO++ qwZ: elements per weight quantization block (multiple of 32, 32-65536)"},
+    {"-qbg", ARG_INT, ARG_FIELD(zeropp_grad_block), "ZeRO++ qgZ: elements per gradient quantization block (multiple of 32, 32-65536)"},
 };
 #define NUM_ARG_SPECS (int)(sizeof(arg_specs) / sizeof(arg_specs[0]))
 
@@ -175,6 +177,7 @@ static void train_args_defaults(TrainArgs* a) {
     a->zeropp_qg = 0;
     a->zeropp_qg_bits = 4;
     a->zeropp_block = 2048; // ZERO_PP_DEFAULT_BLOCK (zero/zeropp.h)
+    a->zeropp_grad_block = 256; // ZERO_PP_DEFAULT_GRAD_BLOCK (zero/zeropp.h)
 }
 
 static void train_args_print_help(const char* program, FILE* out) {

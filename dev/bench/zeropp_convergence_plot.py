@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""
+zeropp_convergence_plot.py: val loss vs step of dev/bench/zeropp_convergence.sh's runs in one
+PNG, and a Markdown table of each run's final val loss, its gap to plain stage 3 and its wall time.
+
+    python3 dev/bench/zeropp_convergence_plot.py OUT [-o file.png] [NAME ...]
+
+OUT holds one log directory per run (OUT/NAME/log.jsonl, format common/logger.h) and
+OUT/NAME.wall (the script's wall time and load line). NAMEs default to plain off qw hp qg all
+(those present). Bad input prints one error line and exits 1 (scripts/train_log.py).
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+from train_log import LogError, fail, load_log  # noqa: E402
+
+LABELS = {"plain": "plain stage 3", "off": "all off (-qw 0 -hp 1 -qg 0)", "qw": "qwZ (-qw 1)", "hp": "hpZ (-hp 2)",
+          "qg": "qgZ (-qg 1, int4)", "all": "all three"}
+STYLES = {"plain": ("k", "-", 2.5), "off": ("0.6", ":", 1.5), "qw": ("C0", "-", 1.2), "hp": ("C1", "--", 1.2),
+          "qg": ("C2", "-", 1.2), "all": ("C3", "-", 1.2)}
+
+
+def main():
+    p = argparse.ArgumentParser(description="ZeRO++ convergence runs: val loss vs step")
+    p.add_argument("out")
+    p.add_argument("names", nargs="*")
+    p.add_argument("-o", dest="png", default=None)
+    a = p.parse_args()
+    names = a.names or [n for n in LABELS if os.path.exists(os.path.join(a.out, n, "log.jsonl"))]
+    try:
+        logs = {n: load_log(os.path.join(a.out, n)) for n in names if os.path.exists(os.path.join(a.out, n, "log.jsonl"))}
+    except LogError as e:
+        fail(str(e))
+    if "plain" not in logs:
+        fail(f"{a.out}/plain/log.jsonl: missing; expected plain stage 3's run beside the others")
+    ref = logs["plain"]["val"]["loss"][-1]
+    print("| run | final val loss | gap to plain | steps | wall time, load (1 min avg) start -> end |")
+    print("|---|---|---|---|---|")
+    for n, log in logs.items():
+        val = log["val"]
+        wall_path = os.path.join(a.out, n + ".wall")
+        wall = open(wall_path).read().strip() if os.path.exists(wall_path) else "?"
+        last = val["loss"][-1] if val["loss"] else float("nan")
+        print(f"| {LABELS.get(n, n)} | {last:.6f} | {(last - ref) / ref:+.3%} | {int(log['train']['step'][-1])} | {wall} |")
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for n, log in logs.items():
+        color, style, width = STYLES.get(n, ("C4", "-", 1.0))
+        ax.plot(log["val"]["step"], log["val"]["loss"], style, color=color, linewidth=width, marker="o", markersize=3,
+                label=LABELS.get(n, n))
+    cfg = logs["plain"]["config"]
+    ax.set_title(f"ZeRO++, stage 3 on {cfg.get('world_size', '?')} ranks: d{cfg.get('L', '?')}, tinyshakespeare", fontsize=10)
+    ax.set_xlabel("step")
+    ax.set_ylabel("val loss")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    png = a.png or os.path.join(a.out, "zeropp_convergence.png")
+    fig.savefig(png, dpi=80)
+    print(f"wrote {png}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
