@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """
 zeropp_convergence_plot.py: val loss vs step of dev/bench/zeropp_convergence.sh's runs in one
-PNG, and a Markdown table of each run's final val loss, its gap to plain stage 3 and its wall time.
+PNG, and a Markdown table of each run's val loss at the last val step all runs reached (the
+final one when all finished), its gap to plain stage 3 there, and its wall time.
 
     python3 dev/bench/zeropp_convergence_plot.py OUT [-o file.png] [NAME ...]
 
@@ -27,7 +28,7 @@ def main():
     p.add_argument("out")
     p.add_argument("names", nargs="*")
     p.add_argument("-o", dest="png", default=None)
-    a = p.parse_args()
+    a = p.parse_intermixed_args()
     names = a.names or [n for n in LABELS if os.path.exists(os.path.join(a.out, n, "log.jsonl"))]
     try:
         logs = {n: load_log(os.path.join(a.out, n)) for n in names if os.path.exists(os.path.join(a.out, n, "log.jsonl"))}
@@ -35,15 +36,22 @@ def main():
         fail(str(e))
     if "plain" not in logs:
         fail(f"{a.out}/plain/log.jsonl: missing; expected plain stage 3's run beside the others")
-    ref = logs["plain"]["val"]["loss"][-1]
-    print("| run | final val loss | gap to plain | steps | wall time, load (1 min avg) start -> end |")
-    print("|---|---|---|---|---|")
+    # The last val step every run has reached (runs cut short compare there; off's short run left out).
+    ref_val = dict(zip(logs["plain"]["val"]["step"], logs["plain"]["val"]["loss"]))
+    common = set(ref_val)
     for n, log in logs.items():
-        val = log["val"]
+        if n != "off":
+            common &= set(log["val"]["step"])
+    at = int(max(common)) if common else None
+    print(f"| run | val loss at step {at} | gap to plain | last step logged | last val loss | wall time, load (1 min avg) start -> end |")
+    print("|---|---|---|---|---|---|")
+    for n, log in logs.items():
+        val = dict(zip(log["val"]["step"], log["val"]["loss"]))
         wall_path = os.path.join(a.out, n + ".wall")
-        wall = open(wall_path).read().strip() if os.path.exists(wall_path) else "?"
-        last = val["loss"][-1] if val["loss"] else float("nan")
-        print(f"| {LABELS.get(n, n)} | {last:.6f} | {(last - ref) / ref:+.3%} | {int(log['train']['step'][-1])} | {wall} |")
+        wall = open(wall_path).read().strip() if os.path.exists(wall_path) else "still running"
+        here = f"{val[at]:.6f} | {(val[at] - ref_val[at]) / ref_val[at]:+.3%}" if at in val else "- | -"
+        last = f"{log['val']['loss'][-1]:.6f} (step {int(log['val']['step'][-1])})" if log["val"]["loss"] else "-"
+        print(f"| {LABELS.get(n, n)} | {here} | {int(log['train']['step'][-1])} | {last} | {wall} |")
 
     import matplotlib
     matplotlib.use("Agg")
