@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """
-zeropp_convergence_plot.py: val loss vs step of dev/bench/zeropp_convergence.sh's runs in one
+zeropp_convergence_plot.py: val loss (and train loss) vs step of dev/bench/zeropp_convergence.sh's runs in one
 PNG, and a Markdown table of each run's val loss at the last val step all runs reached (the
 final one when all finished), its gap to plain stage 3 there, and its wall time.
 
@@ -56,16 +56,19 @@ def main():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, (ax, axt) = plt.subplots(1, 2, figsize=(10, 4.0))
     for n, log in logs.items():
         color, style, width = STYLES.get(n, ("C4", "-", 1.0))
         ax.plot(log["val"]["step"], log["val"]["loss"], style, color=color, linewidth=width, marker="o", markersize=3,
                 label=LABELS.get(n, n))
+        axt.plot(log["train"]["step"], log["train"]["loss"], style, color=color, linewidth=width * 0.7, label=LABELS.get(n, n))
     cfg = logs["plain"]["config"]
     ax.set_title(f"ZeRO++, stage 3 on {cfg.get('world_size', '?')} ranks: d{cfg.get('L', '?')}, tinyshakespeare", fontsize=10)
-    ax.set_xlabel("step")
-    ax.set_ylabel("val loss")
-    ax.grid(alpha=0.3)
+    axt.set_title("train loss (every step)", fontsize=10)
+    for x, label in ((ax, "val loss"), (axt, "train loss")):
+        x.set_xlabel("step")
+        x.set_ylabel(label)
+        x.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
     png = a.png or os.path.join(a.out, "zeropp_convergence.png")
