@@ -156,6 +156,9 @@ clean:
 $(BUILD)/bench_cpu: dev/bench/bench_cpu.c train_gpt2.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)
 	$(MPI_CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+$(BUILD)/quant_grad_blocks: dev/bench/quant_grad_blocks.c train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(BUILD)
+	$(MPI_CC) $(CFLAGS) $< -o $@ $(LDLIBS)
 $(BUILD)/adamw_bench: dev/bench/adamw_bench.c cpu/adamw.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

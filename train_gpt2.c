@@ -694,7 +694,8 @@ int main(int argc, char** argv) {
     GPT2 model;
     gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size, &run.offload);
     model.zero.timeout_s = args.collective_timeout_s;
-    zero_pp_setup(&model.zero, args.zeropp_qw, args.zeropp_qg, args.zeropp_qg_bits, args.zeropp_hp, args.zeropp_block);
+    zero_pp_setup(&model.zero, args.zeropp_qw, args.zeropp_qg, args.zeropp_qg_bits, args.zeropp_hp, args.zeropp_block,
+                  args.zeropp_grad_block);
     GNSMeter saved_gns; // the meter's EMAs from the checkpoint (none: steps 0)
     gns_init(&saved_gns, 0.0);
     if (start_step > 0) { // checkpoints: zero_checkpoint_save / zero_checkpoint_load_state in zero.cuh

@@ -9,7 +9,7 @@
  * the ZeRO-Offload / ZeRO-Infinity placement (zero/offload.h): -zo (optimizer state), -zp (stage-3
  * parameter shard), none|cpu|nvme each, and -zd (the NVMe directory), and ZeRO++
  * (zero/zeropp.h): -qw (quantized weights), -hp (secondary shard group), -qg (quantized
- * gradients), -qgb (their bits), -qb (quantization block size).
+ * gradients), -qgb (their bits), -qb (the weights' quantization block size), -qbg (the gradients').
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
  * flag or a malformed value prints one error line and exits 1.
  */
@@ -65,7 +65,8 @@ typedef struct {
     int zeropp_hp;             // -hp: ZeRO++ secondary shard over K ranks (1: off, 0: the ranks of a host)
     int zeropp_qg;             // -qg: ZeRO++ quantized gradient all-to-all (stages 2-3)
     int zeropp_qg_bits;        // -qgb: its code width, 4 or 8
-    int zeropp_block;          // -qb: elements per quantization block
+    int zeropp_block;          // -qb: elements per quantization block of the weights (qwZ)
+    int zeropp_grad_block;     // -qbg: elements per quantization block of the gradients (qgZ)
     const char* trace_path;    // -tr: per-rank timeline (Chrome trace JSON), NULL: none
     const char* trace_steps;   // -ts: "FIRST-LAST" or "STEP", steps from 1
     const char* plan_machine;  // --plan: print the plan for this machine and exit (no training)
@@ -119,7 +120,8 @@ static const ArgSpec arg_specs[] = {
     {"-hp", ARG_INT, ARG_FIELD(zeropp_hp), "ZeRO++ hpZ: backward all-gather from a secondary shard over K ranks (1: off, 0: a host's ranks)"},
     {"-qg", ARG_INT, ARG_FIELD(zeropp_qg), "ZeRO++ qgZ: gradient reduce-scatter as a two-level all-to-all of codes (0/1)"},
     {"-qgb", ARG_INT, ARG_FIELD(zeropp_qg_bits), "ZeRO++ qgZ: bits per gradient code, 4 or 8"},
-    {"-qb", ARG_INT, ARG_FIELD(zeropp_block), "ZeRO++: elements per quantization block (multiple of 32, 32-65536)"},
+    {"-qb", ARG_INT, ARG_FIELD(zeropp_block), "ZeRO++ qwZ: elements per weight quantization block (multiple of 32, 32-65536)"},
+    {"-qbg", ARG_INT, ARG_FIELD(zeropp_grad_block), "ZeRO++ qgZ: elements per gradient quantization block (multiple of 32, 32-65536)"},
     {"-tr", ARG_STRING, ARG_FIELD(trace_path), "timeline of steps -ts, FILE.json (rank R: FILE.rankR.json)"},
     {"-ts", ARG_STRING, ARG_FIELD(trace_steps), "steps the timeline holds: FIRST-LAST or STEP (from 1)"},
     {"--plan", ARG_STRING, ARG_FIELD(plan_machine), "plan stages 0-3 on h100, h200, cpu[,key=value...]; exit"},
@@ -186,6 +188,7 @@ static void train_args_defaults(TrainArgs* a) {
     a->zeropp_qg = 0;
     a->zeropp_qg_bits = 4;
     a->zeropp_block = 2048; // ZERO_PP_DEFAULT_BLOCK (zero/zeropp.h)
+    a->zeropp_grad_block = 256; // ZERO_PP_DEFAULT_GRAD_BLOCK (zero/zeropp.h)
     a->trace_path = NULL;
     a->trace_steps = "2-4";
     a->plan_machine = NULL;

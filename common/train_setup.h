@@ -217,6 +217,7 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
     if (zero_pp_check_flags(args->zeropp_qw, args->zeropp_qg, args->zeropp_qg_bits, args->zeropp_hp, args->zeropp_block, ZERO_STAGE,
                             ZERO_GPU_BUILD, pp_err, sizeof(pp_err)))
         args_fail("%s", pp_err);
+    if (zero_pp_check_grad_block(args->zeropp_grad_block, pp_err, sizeof(pp_err))) args_fail("%s", pp_err);
     if (zero_pp_check_offload(args->zeropp_qw, args->zeropp_hp, &run->offload, ZERO_GPU_BUILD, pp_err, sizeof(pp_err)))
         args_fail("%s", pp_err);
     if (args->resume && args->output_dir == NULL) {

@@ -9,7 +9,7 @@
 #      ranks (NCCL carried by MPI), 6 steps of t_65's reference model, with -qw 1 against without:
 #      the val loss within the gap below, and the forward gathers' elements counted as the formula.
 #   3. Bad flags, one error line each: -qw 1 at stage 2, -qg 1 at stage 1, -hp at stage 2, -hp
-#      that does not divide the ranks, unsupported -qb and -qgb, -qw 1 or -hp with -zp nvme (their
+#      that does not divide the ranks, unsupported -qb, -qbg and -qgb, -qw 1 or -hp with -zp nvme (their
 #      gathers start from the shard in RAM), and in the GPU build -qw 1 with -zo cpu.
 #   4. Trainer, d2 on the ZeRO tests' synthetic shards (tests/zero_common.sh), 10 steps,
 #      global batch 12 x T 8, against plain stage 3 (or 2) on the same ranks:
@@ -19,7 +19,9 @@
 #      - qwZ, qgZ (stage 2, one level; stage 3 with -hp 2, two levels) and all three: the val loss
 #        after 10 steps within the gap stated below of plain's;
 #      - each ZeRO++ run's bytes per rank per step equal the formula of zero/zeropp.h's header
-#        recomputed by tests/zeropp_logcheck.py from the config.
+#        recomputed by tests/zeropp_logcheck.py from the config. All three runs with -qb 1024
+#        -qbg 64 (the others with the defaults, 2048 and 256): weights' and gradients' packets
+#        then differ in size, so a block taken for the other's changes the bytes.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/zero_common.sh"
 
@@ -57,6 +59,7 @@ bad zeropp_qg_at_stage1_refused "^error: -qg 1: .*expected -qg 0" 1 1 -qg 1
 bad zeropp_hp_at_stage2_refused "^error: -hp 2: .*expected -hp 1" 1 2 -hp 2
 bad zeropp_hp_not_dividing_ranks_refused "^error: -hp 3: does not divide the 4 ranks" 4 3 -b 3 -hp 3
 bad zeropp_block_size_unsupported_refused "^error: -qb 48: unsupported quantization block size; expected a multiple of 32" 1 3 -qw 1 -qb 48
+bad zeropp_gradient_block_size_unsupported_refused "^error: -qbg 100: unsupported gradient quantization block size; expected a multiple of 32" 1 3 -qg 1 -qbg 100
 bad zeropp_gradient_bits_unsupported_refused "^error: -qgb 5: unsupported gradient code width; expected 4 or 8" 1 3 -qg 1 -qgb 5
 bad zeropp_qw_with_zp_nvme_refused "^error: -qw 1 with -zp nvme: .*expected -zp none" 1 3 -qw 1 -zp nvme -zd "$ZT"
 bad zeropp_hp_with_zp_nvme_refused "^error: -hp 2 with -zp nvme: .*expected -zp none" 1 3 -hp 2 -zp nvme -zd "$ZT"
@@ -84,7 +87,7 @@ if run plain3_np4 4 3 && run hp3_np4 4 3 -hp 2; then
     check zeropp_hpz_np4_bytes_equal_formula python3 tests/zeropp_logcheck.py bytes "$ZT/hp3_np4"
     check zeropp_hpz_secondary_memory_equals_formula grep -q "hpZ secondary shard .* (equal)" "$ZT/hp3_np4.out"
 fi
-for spec in "qg2_np4 2 -qg 1" "qg3_np4_hp2 3 -qg 1 -hp 2" "all3_np4 3 -qw 1 -hp 2 -qg 1"; do
+for spec in "qg2_np4 2 -qg 1" "qg3_np4_hp2 3 -qg 1 -hp 2" "all3_np4 3 -qw 1 -hp 2 -qg 1 -qb 1024 -qbg 64"; do
     set -- $spec; name=$1 stage=$2; shift 2 # (set -- also clears "$@" of the specs before)
     ref="$ZT/plain3_np4"
     if [ "$stage" -eq 2 ]; then run plain2_np4 4 2 || continue; ref="$ZT/plain2_np4"; fi

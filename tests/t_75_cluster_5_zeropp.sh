@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Simulated cluster, group 5: ZeRO++ (zero/zeropp.h) across hosts (tests/cluster.sh: 2 hosts x 2
 # ranks, TCP between hosts over a bridge). Stage 3, plain and with qwZ (-qw 1), hpZ (-hp 0: the
-# ranks of a host, found by the handshake), qgZ (-qg 1, int4, groups = hosts) and all three:
+# ranks of a host, found by the handshake), qgZ (-qg 1, int4 in -qbg's default blocks, groups = hosts) and all three:
 #   - bytes crossing between hosts per step, measured on each host's eth0 (tx bytes of a 6-step
 #     run minus a 2-step run of the same config, so start-up and teardown cancel, / 4 steps),
 #     within 10% of the formula: per host, the ring words of one rank (only a host's last rank
@@ -37,15 +37,16 @@ for spec in "plain" "qw -qw 1" "hp -hp 0" "qg -qg 1" "all -qw 1 -hp 0 -qg 1"; do
            $((after[0] - middle[0])) $((after[1] - middle[1])) <<'PY'
 import json, math, sys
 sys.path.insert(0, "tests")
-from zeropp_logcheck import units, packet_words
+from zeropp_logcheck import units, weight_packet_words, grad_packet_words
 run, name = sys.argv[1], sys.argv[2]
 long0, long1, short0, short1 = map(int, sys.argv[3:7])
 recs = [json.loads(l) for l in open(run + "/log.jsonl")]
 cfg = next(r for r in recs if r["kind"] == "config")
 pp = next((r for r in recs if r["kind"] == "zeropp_config"),
-          {"zeropp_qw": 0, "zeropp_hp": 1, "zeropp_qg": 0, "zeropp_qg_bits": 4, "zeropp_block": 2048, "zeropp_group_size": 1})
+          {"zeropp_qw": 0, "zeropp_hp": 1, "zeropp_qg": 0, "zeropp_qg_bits": 4, "zeropp_block": 2048, "zeropp_grad_block": 256,
+           "zeropp_group_size": 1})
 n, a = cfg["world_size"], cfg["grad_accum_steps"]
-qw, hp, qg, bits, block = pp["zeropp_qw"], pp["zeropp_hp"], pp["zeropp_qg"], pp["zeropp_qg_bits"], pp["zeropp_block"]
+qw, hp, qg = pp["zeropp_qw"], pp["zeropp_hp"], pp["zeropp_qg"]
 G, H = 2, 2  # ranks a host, hosts
 ring = qg_across = 0  # words of one rank along the ring; qgZ words one rank sends to the other host
 sizes, wte = units(cfg, n)
@@ -53,12 +54,12 @@ for i, p in enumerate(sizes):
     s = p // n
     plain = s * (n - 1)
     r = 2 if i in wte else 1  # wte's vocab chunks: gathered twice in forward, reduced twice
-    gathered = packet_words(s, 8, block) * (n - 1) if qw else plain
+    gathered = weight_packet_words(pp, s) * (n - 1) if qw else plain
     ring += a * r * gathered  # forward gathers
     if hp == 1:  # backward gathers (hpZ: within the host, nothing here); wte's: the LM-head recompute, as forward's weights
         ring += a * (gathered if i in wte else plain)
     if qg:
-        qg_across += a * r * (H - 1) * packet_words(s, bits, block)
+        qg_across += a * r * (H - 1) * grad_packet_words(pp, s)  # -qbg's blocks
     else:
         ring += a * r * plain
 formula = 4 * (ring + G * qg_across)  # bytes per host per step: one ring edge + both ranks' all-to-all

@@ -52,10 +52,20 @@ def packet_words(s, bits, block):
     return math.ceil(s / block) + math.ceil(code_bytes / 4)
 
 
+def weight_packet_words(pp, s):
+    """qwZ: int8 codes in -qb's blocks."""
+    return packet_words(s, 8, pp["zeropp_block"])
+
+
+def grad_packet_words(pp, s):
+    """qgZ: -qgb's codes in -qbg's blocks (zeropp_grad_block; logs before -qbg used -qb's)."""
+    return packet_words(s, pp["zeropp_qg_bits"], pp.get("zeropp_grad_block", pp["zeropp_block"]))
+
+
 def formula_words(cfg, pp):
     n, a, stage = cfg["world_size"], cfg["grad_accum_steps"], cfg["zero_stage"]
     qw, hp, qg = pp["zeropp_qw"], pp["zeropp_hp"], pp["zeropp_qg"]
-    bits, block, g = pp["zeropp_qg_bits"], pp["zeropp_block"], pp["zeropp_group_size"]
+    g = pp["zeropp_group_size"]
     h = n // g
     fwd = bwd = grad = 0
     sizes, wte = units(cfg, n)
@@ -64,13 +74,13 @@ def formula_words(cfg, pp):
         plain = s * (n - 1)
         r = 2 if i in wte else 1  # wte's chunks: gathered twice in forward, reduced twice
         if stage == 3:
-            gathered = packet_words(s, 8, block) * (n - 1) if qw else plain
+            gathered = weight_packet_words(pp, s) * (n - 1) if qw else plain
             fwd += a * r * gathered  # wte's chunks: encoder and LM head
             # backward: every unit once (wte's chunks for the LM head's recompute, as forward's weights)
             bwd += a * ((hp - 1) * (p // hp) if hp > 1 else gathered if i in wte else plain)
         else:
             fwd += plain  # stage 2: the all-gather after AdamW
-        grad += a * r * (((g - 1) * h + (h - 1)) * packet_words(s, bits, block) if qg and n > 1 else plain)
+        grad += a * r * (((g - 1) * h + (h - 1)) * grad_packet_words(pp, s) if qg and n > 1 else plain)
     return fwd, bwd, grad
 
 

@@ -17,8 +17,10 @@
  *        partial sums from every group), a final dequantize and fp32 sum into the owned slice.
  *        A rank's own contribution is never quantized; sums run in a fixed order (deterministic).
  * The switches are DeepSpeed's zero_quantized_weights, zero_hpz_partition_size and
- * zero_quantized_gradients. -qb: elements per quantization block for both (default
- * ZERO_PP_DEFAULT_BLOCK).
+ * zero_quantized_gradients. -qb: elements per quantization block of qwZ's weight codes (default
+ * ZERO_PP_DEFAULT_BLOCK), -qbg: of qgZ's gradient codes (default ZERO_PP_DEFAULT_GRAD_BLOCK):
+ * gradients need smaller blocks than weights (their magnitudes spread wider within a block, and
+ * int4 has 15 levels), dev/bench/quant_grad_blocks.c measured by how much.
  *
  * Formats on the wire. A packet of S elements (one rank's slice of a unit, or one chunk) is
  * ceil(S/b) fp32 scales then the codes (S bytes for int8, ceil(S/2) for int4), padded to whole
@@ -34,7 +36,8 @@
  * statistics came from, so it is gathered as forward's weights: from the hpZ secondary (which
  * holds them) when hpZ is on, else as qwZ packets when qwZ is on (zero_pp_param_gather).
  * Bytes per rank per step (zero_pp_formula, printed at start-up beside the counts of every step):
- * with S_u = unit u's shard (P_u/N), W(S) = packet words, G ranks a group, H = N/G groups,
+ * with S_u = unit u's shard (P_u/N), W(S) = packet words (W8 with -qb's block, Wq with -qbg's:
+ * zero_pp_weight_packet_words, zero_pp_grad_packet_words), G ranks a group, H = N/G groups,
  *   forward gathers  A (N-1) [sum_u W8(S_u) + sum_{e in wte} W8(S_e)] words (qwZ; the wte units
  *                    are gathered twice: encoder and LM head), else the same with S for W;
  *   backward gathers A (K-1) sum_u P_u/K elements, all within the group (hpZ), else
@@ -53,7 +56,16 @@
 #endif
 #include "cpu/quantize.h"
 
-#define ZERO_PP_DEFAULT_BLOCK 2048 // tests/test_quantize.c's INFO line: int8 error ~0.4% rms at 2048, scales 0.2% of the bytes
+#define ZERO_PP_DEFAULT_BLOCK 2048 // tests/test_quantize.c's INFO line: int8 error 2.7% rms at 2048 (weights with outliers), scales 0.2% of the bytes
+/*
+ * -qbg's default. dev/bench/quant_grad_blocks.c on d2's tinyshakespeare gradients (steps 1, 25,
+ * 50, 4 chunks a unit), int4 relative RMS error / share of non-zero gradients coded 0 / bytes per
+ * element: block 2048 14.5% / 18.2% / 0.502, 512 11.5% / 9.7% / 0.508, 256 10.3% / 7.1% / 0.516,
+ * 128 9.4% / 5.4% / 0.531, 64 8.6% / 5.0% / 0.562. 256 cuts 2048's error by 29% and its lost
+ * (zeroed) gradients by 61% for 3% more bytes; halving it again buys a tenth of the error for 3%
+ * more. int8: 0.64% rms at 256, 1.15% at 2048.
+ */
+#define ZERO_PP_DEFAULT_GRAD_BLOCK 256
 
 // The flags alone (stage, formats): one error line in err, returns nonzero when they are wrong.
 static int zero_pp_check_flags(int qw, int qg, int qg_bits, int hp, int block, int stage, int gpu_build, char* err, size_t cap) {
@@ -91,6 +103,14 @@ static int zero_pp_check_flags(int qw, int qg, int qg_bits, int hp, int block, i
         return 1;
     }
     return 0;
+}
+
+// -qbg against the same rules as -qb (zero_pp_check_flags). One error line, nonzero when wrong.
+static int zero_pp_check_grad_block(int grad_block, char* err, size_t cap) {
+    if (quant_block_valid(grad_block)) return 0;
+    snprintf(err, cap, "error: -qbg %d: unsupported gradient quantization block size; expected a multiple of 32 in [%d, %d]",
+             grad_block, QUANT_BLOCK_MIN, QUANT_BLOCK_MAX);
+    return 1;
 }
 
 // Words (4 bytes) of one packet of S elements: ceil(S/block) scales, then the codes, padded.
@@ -131,7 +151,8 @@ static int zero_pp_wte_unit(const ParamLayout* layout, int unit) {
 
 #if !ZERO_GPU_BUILD
 typedef struct ZeroPP {
-    int qw, qg, qg_bits, hp, block; // flags: hp = K (1: off)
+    int qw, qg, qg_bits, hp, block; // flags: hp = K (1: off); block: -qb, the weights'
+    int grad_block;                 // -qbg: elements per block of qgZ's gradient codes
     int group_size, num_groups;     // G ranks a group (hpZ's K when on, else the ranks of a host), H = N/G
     int group_rank, group_index;    // this rank = group_index * G + group_rank
     MPI_Comm group_comm, cross_comm; // this rank's group; the ranks at its place in every group
@@ -179,13 +200,19 @@ static int zero_pp_check_group(int hp, int world_size, char* err, size_t cap) {
     return 0;
 }
 
+// The packet words of one rank's slice (qwZ) or one chunk (qgZ) of S elements: every count of
+// the bytes (buffers, the collectives, the formulas below) takes them from here.
+static size_t zero_pp_weight_packet_words(const ZeroPP* pp, size_t S) { return zero_pp_packet_words(S, 8, pp->block); }
+static size_t zero_pp_grad_packet_words(const ZeroPP* pp, size_t S) { return zero_pp_packet_words(S, pp->qg_bits, pp->grad_block); }
+
 // Set up ZeRO++ on an initialized engine (every rank, flags checked): communicators and buffers.
-static void zero_pp_setup(ZeroEngine* z, int qw, int qg, int qg_bits, int hp, int block) {
+// block: -qb (weights), grad_block: -qbg (gradients).
+static void zero_pp_setup(ZeroEngine* z, int qw, int qg, int qg_bits, int hp, int block, int grad_block) {
     if (!qw && !qg && hp == 1) return;
     ZeroPP* pp = (ZeroPP*)zero_calloc(1, sizeof(ZeroPP), "ZeRO++ state");
     const ParamLayout* layout = z->layout;
     int N = z->world_size;
-    pp->qw = qw; pp->qg = qg; pp->qg_bits = qg_bits; pp->block = block;
+    pp->qw = qw; pp->qg = qg; pp->qg_bits = qg_bits; pp->block = block; pp->grad_block = grad_block;
     pp->hp = hp == 0 ? zero_pp_host_block() : hp;
     int host_block = zero_pp_host_block();
     pp->group_size = pp->hp > 1 ? pp->hp : host_block > 0 ? host_block : 1;
@@ -201,7 +228,7 @@ static void zero_pp_setup(ZeroEngine* z, int qw, int qg, int qg_bits, int hp, in
     size_t max_unit = 0;
     for (int u = 0; u < layout->num_units; u++) if (layout->units[u].padded_numel > max_unit) max_unit = layout->units[u].padded_numel;
     if (qw) {
-        size_t words = (size_t)N * zero_pp_packet_words(max_unit / (size_t)N, 8, block);
+        size_t words = (size_t)N * zero_pp_weight_packet_words(pp, max_unit / (size_t)N);
         for (int i = 0; i < ZERO_WORKING_UNITS; i++) pp->packets[i] = (float*)zero_calloc(words, sizeof(float), "qwZ packets");
         pp->bytes_buffers += ZERO_WORKING_UNITS * words * sizeof(float);
     }
@@ -212,7 +239,7 @@ static void zero_pp_setup(ZeroEngine* z, int qw, int qg, int qg_bits, int hp, in
         pp->bytes_secondary = n * sizeof(float);
     }
     if (qg) {
-        size_t chunk_bytes = 4 * zero_pp_packet_words(max_unit / (size_t)N, qg_bits, block);
+        size_t chunk_bytes = 4 * zero_pp_grad_packet_words(pp, max_unit / (size_t)N);
         size_t bytes = (size_t)N * chunk_bytes; // phase 1 sends G x H packets, phase 2 H
         pp->send = (uint8_t*)zero_calloc(bytes, 1, "qgZ send buffer");
         pp->recv = (uint8_t*)zero_calloc(bytes, 1, "qgZ receive buffer");
@@ -278,7 +305,7 @@ static int zero_pp_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit, con
         return 1;
     }
     if (pp->qw && (!pp->backward || zero_pp_wte_unit(z->layout, unit))) {
-        size_t S = u->shard_numel, W = zero_pp_packet_words(S, 8, pp->block);
+        size_t S = u->shard_numel, W = zero_pp_weight_packet_words(pp, S);
         float* packets = pp->packets[i];
         zero_pp_pack(packets + (size_t)z->rank * W, mine, S, 8, pp->block);
         zero_op_all_gather(z, &w->op, NULL, packets, (size_t)N * W, unit, "parameters (qwZ int8 codes)");
@@ -296,7 +323,7 @@ static void zero_pp_gather_done(ZeroEngine* z, ZeroWorkingUnit* w) {
     int i = (int)(w - z->param_work);
     const ParamUnit* u = zero_pp_unit(z, w->unit);
     if (pp->dequantize_age[i] == w->age) {
-        size_t S = u->shard_numel, W = zero_pp_packet_words(S, 8, pp->block);
+        size_t S = u->shard_numel, W = zero_pp_weight_packet_words(pp, S);
         for (int r = 0; r < z->world_size; r++) zero_pp_unpack(w->data + (size_t)r * S, pp->packets[i] + (size_t)r * W, S, 8, pp->block, 0);
         pp->dequantize_age[i] = -1;
     }
@@ -323,8 +350,8 @@ static int zero_pp_grad_reduce_scatter(ZeroEngine* z, ZeroWorkingUnit* w, int un
     ZeroPP* pp = z->pp;
     if (pp == NULL || !pp->qg || z->world_size == 1) return 0;
     const ParamUnit* u = zero_pp_unit(z, unit);
-    int G = pp->group_size, H = pp->num_groups, l = pp->group_rank, g = pp->group_index, bits = pp->qg_bits, b = pp->block;
-    size_t S = u->shard_numel, Q = 4 * zero_pp_packet_words(S, bits, b); // bytes a packet
+    int G = pp->group_size, H = pp->num_groups, l = pp->group_rank, g = pp->group_index, bits = pp->qg_bits, b = pp->grad_block;
+    size_t S = u->shard_numel, Q = 4 * zero_pp_grad_packet_words(pp, S); // bytes a packet
     const float* grads = w->data;
     ZeroOp op = {.kind = ZERO_OP_NONE};
     // 1. Within the group: H packets to each local rank (the own ones are not read back).
@@ -408,7 +435,7 @@ static ZeroPPFormula zero_pp_formula(const ZeroEngine* z, int grad_accum_steps) 
         long long plain = (long long)S * (N - 1); // a ring all-gather or reduce-scatter of the unit
         int wte = zero_pp_wte_unit(layout, unit), reductions = wte ? 2 : 1; // wte: LM head's part, encoder's rows
         if (ZERO_STAGE == 3) {
-            long long gathered = pp && pp->qw ? (long long)zero_pp_packet_words(S, 8, pp->block) * (N - 1) : plain;
+            long long gathered = pp && pp->qw ? (long long)zero_pp_weight_packet_words(pp, S) * (N - 1) : plain;
             f.forward += A * (wte ? 2 : 1) * gathered; // wte's chunks: encoder and LM head
             if (pp && pp->hp > 1) f.backward += A * (long long)(pp->hp - 1) * (long long)(P / (size_t)pp->hp);
             else f.backward += A * (wte ? gathered : plain); // wte's chunks: the LM head's recompute, as forward's weights
@@ -417,7 +444,7 @@ static ZeroPPFormula zero_pp_formula(const ZeroEngine* z, int grad_accum_steps) 
         }
         if (pp && pp->qg && N > 1) {
             long long G = pp->group_size, H = pp->num_groups;
-            f.gradients += A * reductions * ((G - 1) * H + (H - 1)) * (long long)zero_pp_packet_words(S, pp->qg_bits, pp->block);
+            f.gradients += A * reductions * ((G - 1) * H + (H - 1)) * (long long)zero_pp_grad_packet_words(pp, S);
         } else {
             f.gradients += A * reductions * plain;
         }
@@ -438,7 +465,7 @@ static void zero_pp_formula_split(const ZeroEngine* z, int grad_accum_steps, lon
     long long ring = f.forward + (hp ? 0 : f.backward), phase1 = 0, phase2 = 0;
     if (qg) {
         for (int unit = 0; unit < z->layout->num_units; unit++) {
-            long long W = (long long)zero_pp_packet_words(z->layout->units[unit].shard_numel, pp->qg_bits, pp->block);
+            long long W = (long long)zero_pp_grad_packet_words(pp, z->layout->units[unit].shard_numel);
             W *= zero_pp_wte_unit(z->layout, unit) ? 2 : 1; // wte's chunks are reduced twice
             phase1 += (long long)grad_accum_steps * (G - 1) * H * W;
             phase2 += (long long)grad_accum_steps * (H - 1) * W;
@@ -462,10 +489,10 @@ static void zero_pp_print_setup(const ZeroEngine* z, int grad_accum_steps, FILE*
     const ZeroPP* pp = z->pp;
     if (pp == NULL) return;
     ZeroPPFormula f = zero_pp_formula(z, grad_accum_steps);
-    fprintf(out, "zero++: qwZ %s | hpZ %s | qgZ %s | block %d elements | groups of %d ranks (%d groups)\n",
+    fprintf(out, "zero++: qwZ %s | hpZ %s | qgZ %s | blocks: weights %d, gradients %d elements | groups of %d ranks (%d groups)\n",
             pp->qw ? "on (int8 forward all-gather)" : "off", pp->hp > 1 ? "on" : "off",
-            pp->qg ? (pp->qg_bits == 4 ? "on (int4 all-to-all)" : "on (int8 all-to-all)") : "off", pp->block, pp->group_size,
-            pp->num_groups);
+            pp->qg ? (pp->qg_bits == 4 ? "on (int4 all-to-all)" : "on (int8 all-to-all)") : "off", pp->block, pp->grad_block,
+            pp->group_size, pp->num_groups);
     if (pp->hp > 1)
         fprintf(out, "zero++: hpZ secondary shard %zu bytes per rank; formula 4Ψ/K = 4 x %zu / %d = %zu (%s)\n", pp->bytes_secondary,
                 z->layout->padded_numel, pp->hp, 4 * (z->layout->padded_numel / (size_t)pp->hp),
@@ -486,9 +513,10 @@ static const char* zero_pp_config_fields(const ZeroEngine* z, int grad_accum_ste
     const ZeroPP* pp = z->pp;
     ZeroPPFormula f = zero_pp_formula(z, grad_accum_steps);
     snprintf(buf, cap, "\"zeropp_qw\":%d,\"zeropp_qg\":%d,\"zeropp_qg_bits\":%d,\"zeropp_hp\":%d,\"zeropp_block\":%d,"
-             "\"zeropp_group_size\":%d,\"zeropp_formula_forward_words\":%lld,\"zeropp_formula_backward_words\":%lld,"
+             "\"zeropp_grad_block\":%d,\"zeropp_group_size\":%d,\"zeropp_formula_forward_words\":%lld,\"zeropp_formula_backward_words\":%lld,"
              "\"zeropp_formula_gradient_words\":%lld,\"zeropp_bytes_secondary\":%zu",
-             pp ? pp->qw : 0, pp ? pp->qg : 0, pp ? pp->qg_bits : 0, pp ? pp->hp : 1, pp ? pp->block : 0, pp ? pp->group_size : 1,
+             pp ? pp->qw : 0, pp ? pp->qg : 0, pp ? pp->qg_bits : 0, pp ? pp->hp : 1, pp ? pp->block : 0,
+             pp ? pp->grad_block : 0, pp ? pp->group_size : 1,
              f.forward, f.backward, f.gradients, pp ? pp->bytes_secondary : 0);
     return buf;
 }
