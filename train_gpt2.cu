@@ -748,6 +748,10 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
            B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args->learning_rate,
            args->lr_schedule, args->warmup_steps, args->final_lr_fraction);
     batch_schedule_print_setup(batch);
+    if (z->pp) {
+        char pp_fields[768];
+        logger_record(logger, "zeropp_config", "%s", zero_pp_config_fields(z, grad_accum_steps, pp_fields, sizeof(pp_fields)));
+    }
     zero_print_accounting(z, grad_accum_steps, stdout);
     zero_pp_print_setup(z, grad_accum_steps, stdout);
     printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB (master + m + v), working units %.1f MiB, "
