@@ -44,6 +44,8 @@
 #include "common/train_setup.h" // after zero.cuh: starts the ranks through it
 #include "common/noise_scale.h" // the GNS meter's glue to the engine: after zero.cuh
 #include "common/batch_schedule_trainer.h" // the batch schedule's glue: after noise_scale.h
+#include "common/plan_setup.h"  // --plan: after zero.cuh
+#include "cpu/measure.h"        // the cpu machine's measured rates, for --plan
 
 // ----------------------------------------------------------------------------
 // Activations: everything forward keeps for backward, sized for (B, T).
@@ -104,23 +106,31 @@ typedef struct {
 
 static float* carve(float** cursor, size_t n) { float* p = *cursor; *cursor += n; return p; }
 
-static void gpt2_alloc_activations(GPT2* model, int B, int T) {
-    const GPT2Config* c = &model->config;
+// Floats of each activation and scratch buffer for (B, T), in the order gpt2_alloc_activations
+// carves them; returns their count. The planner's activation bytes are their sum (gpt2_plan_fill).
+// The logits are one vocab chunk's, B x T x R (R = wte_chunk_rows_max: the LM head walks wte's
+// chunks, never holding all B x T x Vp), and sampling's B x Vp.
+#define GPT2_ACTIVATION_BUFFERS 31
+static int gpt2_activation_sizes(const ParamLayout* layout, int B, int T, size_t sizes[GPT2_ACTIVATION_BUFFERS]) {
+    const GPT2Config* c = &layout->config;
     size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
-    size_t BT = (size_t)B * T, R = 0;
-    for (int k = 0; k < model->layout.num_wte_units; k++) {
-        size_t rows = model->layout.tensors[wte_piece_index(&model->layout, k)].shape[0];
-        if (rows > R) R = rows;
-    }
-    model->wte_rows_max = R;
-    size_t sizes[] = {
+    size_t BT = (size_t)B * T, R = wte_chunk_rows_max(layout);
+    size_t s[GPT2_ACTIVATION_BUFFERS] = {
         BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C, L * B * NH * (size_t)T * T,
         L * BT * C, L * BT * C, L * BT * C, L * BT, L * BT, L * BT * 4 * C, L * BT * 4 * C, L * BT * C,
         L * BT * C, BT * C, BT, BT, BT * R, BT, BT, BT, BT, (size_t)B * Vp,
         BT * C, BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C,
     };
+    memcpy(sizes, s, sizeof(s));
+    return GPT2_ACTIVATION_BUFFERS;
+}
+
+static void gpt2_alloc_activations(GPT2* model, int B, int T) {
+    size_t sizes[GPT2_ACTIVATION_BUFFERS], BT = (size_t)B * T;
+    int n = gpt2_activation_sizes(&model->layout, B, T, sizes);
+    model->wte_rows_max = wte_chunk_rows_max(&model->layout);
     size_t total = 0;
-    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) total += sizes[i];
+    for (int i = 0; i < n; i++) total += sizes[i];
     model->act_memory = (float*)zero_calloc(total, sizeof(float), "activations");
     model->act_bytes = total * sizeof(float);
     float* cur = model->act_memory;
@@ -131,10 +141,10 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
                        &a->row_sum, &a->target_logit, &a->losses, &a->logits_last,
                        &model->scratch.dresidual, &model->scratch.dln, &model->scratch.datty,
                        &model->scratch.dqkv, &model->scratch.dfch, &model->scratch.dfch_gelu};
-    for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++) *slots[i] = carve(&cur, sizes[i]);
+    for (int i = 0; i < n; i++) *slots[i] = carve(&cur, sizes[i]);
     model->inputs = (int*)zero_calloc(BT, sizeof(int), "inputs");
     model->token_rows = (int*)zero_calloc(BT, sizeof(int), "token rows");
-    zero_reserve_kept_rows(&model->zero, BT, (int)C); // stages 2-3: the encoder's rows of wte's gradient
+    zero_reserve_kept_rows(&model->zero, BT, model->config.channels); // stages 2-3: the encoder's rows of wte's gradient
     model->B = B;
     model->T = T;
 }
@@ -200,6 +210,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     int K = layout->num_wte_units;
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        zero_trace_compute(z, ZERO_TRACE_FORWARD, wte_unit(layout, k)); // -tr: each unit's span (zero/trace.h)
         float* emb = zero_params_unit(z, wte_unit(layout, k));
         zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_LAYER(0));
         if (k == 0) encoder_forward_positions(a->encoded, emb + wpe_offset, B, T, C);
@@ -208,6 +219,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     }
 
     for (int l = 0; l < L; l++) {
+        zero_trace_compute(z, ZERO_TRACE_FORWARD, UNIT_LAYER(l));
         LayerTensors p = layer_tensors(layout, l, zero_params_unit(z, UNIT_LAYER(l)));
         zero_params_prefetch(z, l + 1 < L ? UNIT_LAYER(l + 1) : UNIT_FINAL(c));
         size_t o = (size_t)l * BT;
@@ -225,6 +237,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         zero_params_unit_done(z, UNIT_LAYER(l));
     }
 
+    zero_trace_compute(z, ZERO_TRACE_FORWARD, UNIT_FINAL(c));
     float* final_unit = zero_params_unit(z, UNIT_FINAL(c));
     zero_params_prefetch(z, wte_unit(layout, 0)); // for the LM head
     float* last_residual = a->residual3 + (size_t)(L - 1) * BT * C;
@@ -238,6 +251,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
         int row0 = (int)piece->row0, rows = (int)piece->shape[0];
+        zero_trace_compute(z, ZERO_TRACE_FORWARD, zero_trace_lm_head(k));
         float* wte = zero_params_unit(z, wte_unit(layout, k));
         int next = k + 1 < K ? wte_unit(layout, k + 1) : targets != NULL && model->backward_follows ? wte_unit(layout, 0) : -1;
         if (k + 1 == K && next >= 0) zero_pp_pass(z, 1); // ZeRO++: this prefetch serves backward's LM head
@@ -316,6 +330,7 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
         int row0 = (int)piece->row0, rows = (int)piece->shape[0];
+        zero_trace_compute(z, ZERO_TRACE_BACKWARD, zero_trace_lm_head(k));
         float* wte = zero_params_unit(z, wte_unit(layout, k));
         zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_FINAL(c));
         float* dwte = zero_grads_unit(z, wte_unit(layout, k));
@@ -328,6 +343,7 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
         zero_grads_unit_partly_ready(z, wte_unit(layout, k), model->token_rows + first, token - first, C);
     }
 
+    zero_trace_compute(z, ZERO_TRACE_BACKWARD, UNIT_FINAL(c));
     float* final_unit = zero_params_unit(z, UNIT_FINAL(c));
     zero_params_prefetch(z, UNIT_LAYER(L - 1));
     float* dfinal = zero_grads_unit(z, UNIT_FINAL(c));
@@ -338,6 +354,7 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
     zero_grads_unit_ready(z, UNIT_FINAL(c), last_micro_step);
 
     for (int l = L - 1; l >= 0; l--) {
+        zero_trace_compute(z, ZERO_TRACE_BACKWARD, UNIT_LAYER(l));
         LayerTensors p = layer_tensors(layout, l, zero_params_unit(z, UNIT_LAYER(l)));
         if (l > 0) zero_params_prefetch(z, UNIT_LAYER(l - 1));
         LayerTensors g = layer_tensors(layout, l, zero_grads_unit(z, UNIT_LAYER(l)));
@@ -364,6 +381,7 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
     // first; then the unit's collective starts (both contributions of the tied weight are in).
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        zero_trace_compute(z, ZERO_TRACE_BACKWARD, wte_unit(layout, k));
         float* demb = zero_grads_unit(z, wte_unit(layout, k));
         if (k == 0) encoder_backward_positions(demb + wpe_offset, s->dresidual, B, T, C);
         encoder_backward_chunk(demb, s->dresidual, model->inputs, (int)piece->row0, (int)piece->shape[0], B, T, C);
@@ -482,9 +500,12 @@ static float gpt2_train_step(GPT2* model, DataLoader* loader, GradientNoiseScale
                       micro_step == grad_accum_steps - 1);
     }
     z->measure_local_grad_norm = 0;
+    zero_trace_compute(z, ZERO_TRACE_OPTIMIZER, -1);
     *grad_norm = zero_optimizer_step(z, opt, lr, step + 1);
     noise_scale_step(gns, z);
-    return (float)zero_all_reduce_mean(z, loss_sum / grad_accum_steps, "train loss");
+    float loss = (float)zero_all_reduce_mean(z, loss_sum / grad_accum_steps, "train loss");
+    zero_trace_step_end(z);
+    return loss;
 }
 
 // What one optimizer step did, for the step line and the log.
@@ -575,7 +596,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     logger_record(logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
                   "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
                   "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,\"wte_units\":%d,"
-                  "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
+                  "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,\"bytes_ring\":%zu,\"bytes_activations\":%zu,"
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
                   "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\","
                   "%s%s,%s",
@@ -583,7 +604,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
                   max_steps, args->learning_rate, start_step, psi, model->layout.num_wte_units,
-                  z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working,
+                  z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working, z->bytes_ring, model->act_bytes,
                   zero_state_bytes_formula(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_text[ZERO_STAGE],
                   zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_embedding_numel(&model->layout)),
                   zero_elements_sent_formula_text[ZERO_STAGE], zero_offload_config_fields(z, grad_accum_steps, offload_fields, sizeof(offload_fields)),
@@ -592,11 +613,75 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     fflush(stdout);
 }
 
+/*
+ * --plan (zero/plan.h): what the fp32 CPU build stores and does, beside the plan's model and
+ * machine. Activations: this trainer's buffers (gpt2_activation_sizes). Attention: the B x NH x
+ * T x T probabilities are stored; backward runs 4 T x T products; both in 64-row query blocks.
+ * Optimizer per owned element: AdamW reads p, g, m, v and writes p, m, v (28 bytes), the
+ * 1/world_size average reads and writes g (8), the norm reads it (4). The cpu machine: this
+ * CPU's sgemm rate at the model's shapes and memory bandwidth, measured now on the trainer's
+ * threads (cpu/measure.h), its cores and memory; and when several ranks share these cores (a
+ * node's ranks, times hosts_here simulated nodes), the rates one rank gets while they all run,
+ * measured with that many processes at once: the rates the plan's compute uses.
+ */
+static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine* m, int is_cpu) {
+    const GPT2Config* c = pm->config;
+    size_t sizes[GPT2_ACTIVATION_BUFFERS], floats = 0;
+    int n = gpt2_activation_sizes(layout, pm->B, pm->T, sizes);
+    for (int i = 0; i < n; i++) floats += sizes[i];
+    pm->element_bytes = sizeof(float);
+    pm->has_master = 0;
+    pm->activation_bytes = floats * sizeof(float);
+    pm->ring_buffer = ZERO_RING; // its collectives are the engine's rings (zero/comm_ring.h)
+    pm->attention_backward_products = 4;
+    pm->attention_block = 64;
+    pm->stores_attention_matrix = 1;
+    pm->optimizer_bytes_per_element = 28.0 + (pm->world_size > 1 ? 8.0 : 0.0) + 4.0;
+    pm->flops_per_token = plan_flops_per_token(layout->num_parameters, c->num_layers, c->channels, pm->T);
+    if (!is_cpu) return;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    int N = pm->world_size, rows = pm->B * pm->T < 1024 ? pm->B * pm->T : 1024;
+    int hosts = m->hosts_here > 0 ? m->hosts_here : 1;
+    int rpn = m->ranks_per_node > 0 && m->ranks_per_node < N ? m->ranks_per_node : N;
+    if (hosts > (N + rpn - 1) / rpn) hosts = (N + rpn - 1) / rpn;
+    if (m->threads_per_rank == 0) m->threads_per_rank = omp_get_max_threads();
+    int threads = m->threads_per_rank, sharing = rpn * hosts < N ? rpn * hosts : N;
+    // First the ranks at once (forked: before this process runs an OpenMP region), then one alone.
+    MeasureRankRates shared;
+    int measured_shared = sharing > 1 && m->peak_flops == 0.0 && m->mem_bw == 0.0 &&
+                          measure_rank_rates(sharing, threads, rows, c->channels, c->padded_vocab_size, c->num_layers,
+                                             ZERO_PROGRESS_POLL_US, &shared) == 0;
+    if (measured_shared) {
+        m->rank_flops = shared.flops_min; // the slowest rank's: the step waits for it
+        m->rank_mem_bw = shared.bw_min;
+        m->rank_rates_ranks = sharing;
+        // A ring step moves when a progress thread gets its turn (zero/progress_cpu.h): at least one turn.
+        m->intra_lat = fmax(m->intra_lat, shared.poll_s);
+        m->inter_lat = fmax(m->inter_lat, shared.poll_s);
+    }
+    omp_set_num_threads(threads); // one rank alone on its threads
+    double measured_flops = measure_sgemm_flops(rows, c->channels, c->padded_vocab_size, c->num_layers);
+    double measured_bw = measure_memory_bandwidth();
+    if (m->peak_flops == 0.0) m->peak_flops = measured_flops;
+    if (m->mem_bw == 0.0) m->mem_bw = measured_bw;
+    if (m->memory == 0.0) m->memory = (double)pages * (double)page / hosts;
+    if (m->cores == 0) m->cores = (int)(cores / hosts > 0 ? cores / hosts : 1);
+    char tail[320];
+    snprintf(tail, sizeof(tail), " | measured: sgemm %.1f GFLOP/s at the model's shapes, memory %.1f GB/s, %d threads; %d cores",
+             measured_flops / 1e9, measured_bw / 1e9, threads, m->cores);
+    if (measured_shared)
+        snprintf(tail + strlen(tail), sizeof(tail) - strlen(tail), "; one rank of %d at once on %ld cores: the slowest %.1f GFLOP/s, "
+                 "%.1f GB/s (mean %.1f, %.1f), a progress thread's %d us poll takes %.0f us", sharing, cores, shared.flops_min / 1e9,
+                 shared.bw_min / 1e9, shared.flops_mean / 1e9, shared.bw_mean / 1e9, ZERO_PROGRESS_POLL_US, shared.poll_s * 1e6);
+    snprintf(m->name + strlen(m->name), sizeof(m->name) - strlen(m->name), "%s", tail);
+}
+
 #ifndef TESTING
 int main(int argc, char** argv) {
     // Flags, ranks, batch arithmetic, output dir, the checkpoint to resume: common/train_setup.h.
     TrainRun run;
     train_run_start(&run, &argc, &argv);
+    if (run.args.plan_machine != NULL) return plan_run(&run.args, gpt2_plan_fill); // --plan: no training
     TrainArgs args = run.args;
     int rank = run.rank, world_size = run.world_size, B = args.B, T = args.T;
     int start_step = run.start_step, do_val = run.do_val;
@@ -640,6 +725,9 @@ int main(int argc, char** argv) {
     if (rank == 0) print_run_config(&args, &model, run.init, &train_loader, do_val,
                                     grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, batch, &logger);
 
+    int trace_first, trace_last; // -tr: the timeline of steps -ts (zero/trace.h)
+    train_args_trace_steps(args.trace_steps, &trace_first, &trace_last);
+    zero_trace_open(z, args.trace_path, trace_first, trace_last, grad_accum_steps);
     double train_seconds = 0.0, train_comm_wait_s = 0.0, timed_tokens = 0.0;
     long long tokens_seen = batch->state.tokens_seen; // 0, or the checkpoint's
     int timed_steps = 0;
@@ -706,6 +794,7 @@ int main(int argc, char** argv) {
         printf("\n");
     }
 
+    zero_trace_close(z, grad_accum_steps);
     logger_close(&logger);
     tokenizer_free(&tokenizer);
     dataloader_free(&train_loader);

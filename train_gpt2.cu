@@ -50,6 +50,7 @@
 #include "common/train_setup.h" // after zero.cuh: starts the ranks through it
 #include "common/noise_scale.h" // the GNS meter's glue to the engine, shared with train_gpt2.c: after zero.cuh
 #include "common/batch_schedule_trainer.h" // the batch schedule's glue, shared with train_gpt2.c: after noise_scale.h
+#include "common/plan_setup.h"  // --plan: after zero.cuh
 
 #include "common/cuda_utils.cuh"
 #include "common/op_timer.cuh"
@@ -204,44 +205,62 @@ static void* carve(char** cursor, size_t bytes) {
     return p;
 }
 
-static void gpt2_alloc_activations(GPT2* model, int B, int T) {
-    const GPT2Config* c = &model->config;
+// Bytes of each activation and scratch buffer for (B, T), in the order gpt2_alloc_activations
+// carves them (each 256-byte aligned there); returns their count. The logits are one vocab
+// chunk's, B x T x R (R = wte_chunk_rows_max: the LM head walks wte's chunks, never holding all
+// B x T x Vp), and sampling's B x Vp.
+#define GPT2_ACTIVATION_BUFFERS 33
+static int gpt2_activation_sizes(const ParamLayout* layout, int B, int T, size_t bytes[GPT2_ACTIVATION_BUFFERS]) {
+    const GPT2Config* c = &layout->config;
     size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
-    size_t BT = (size_t)B * T, h = sizeof(bf16), f = sizeof(float), R = 0;
-    for (int k = 0; k < model->layout.num_wte_units; k++) {
-        size_t rows = model->layout.tensors[wte_piece_index(&model->layout, k)].shape[0];
-        if (rows > R) R = rows;
-    }
-    model->wte_rows_max = R;
+    size_t BT = (size_t)B * T, h = sizeof(bf16), f = sizeof(float), R = wte_chunk_rows_max(layout);
     size_t reduce_floats = layernorm_backward_scratch_floats((int)C);
     size_t matmul_floats = matmul_backward_scratch_floats(4 * (int)C);
     if (matmul_floats > reduce_floats) reduce_floats = matmul_floats;
-    // (bytes, destination) in carve order
-    struct { size_t bytes; void** slot; } plan[] = {
-        {BT * C * h, (void**)&model->acts.encoded}, {L * BT * C * h, (void**)&model->acts.ln1},
-        {L * BT * f, (void**)&model->acts.ln1_mean}, {L * BT * f, (void**)&model->acts.ln1_rstd},
-        {L * BT * 3 * C * h, (void**)&model->acts.qkv}, {L * BT * C * h, (void**)&model->acts.atty},
-        {L * B * NH * T * f, (void**)&model->acts.att_lse}, {L * BT * C * h, (void**)&model->acts.attproj},
-        {L * BT * C * h, (void**)&model->acts.residual2}, {L * BT * C * h, (void**)&model->acts.ln2},
-        {L * BT * f, (void**)&model->acts.ln2_mean}, {L * BT * f, (void**)&model->acts.ln2_rstd},
-        {L * BT * 4 * C * h, (void**)&model->acts.fch}, {L * BT * 4 * C * h, (void**)&model->acts.fch_gelu},
-        {L * BT * C * h, (void**)&model->acts.fcproj}, {L * BT * C * h, (void**)&model->acts.residual3},
-        {BT * C * h, (void**)&model->acts.lnf}, {BT * f, (void**)&model->acts.lnf_mean},
-        {BT * f, (void**)&model->acts.lnf_rstd}, {BT * R * h, (void**)&model->acts.logits},
-        {BT * f, (void**)&model->acts.row_max}, {BT * f, (void**)&model->acts.row_sum},
-        {BT * f, (void**)&model->acts.target_logit}, {BT * f, (void**)&model->acts.losses},
-        {(size_t)T * C * h, (void**)&model->acts.wpe}, {(size_t)B * Vp * h, (void**)&model->acts.logits_last},
-        {BT * C * h, (void**)&model->scratch.dresidual}, {BT * C * h, (void**)&model->scratch.dln},
-        {BT * C * h, (void**)&model->scratch.datty}, {BT * 3 * C * h, (void**)&model->scratch.dqkv},
-        {BT * 4 * C * h, (void**)&model->scratch.dfch}, {reduce_floats * f, (void**)&model->scratch.reduce},
-        {attention_scratch_floats(B, T, C, NH) * f, (void**)&model->scratch.attention_scratch},
+    size_t b[GPT2_ACTIVATION_BUFFERS] = {
+        BT * C * h, L * BT * C * h, L * BT * f, L * BT * f, L * BT * 3 * C * h, L * BT * C * h, L * B * NH * T * f,
+        L * BT * C * h, L * BT * C * h, L * BT * C * h, L * BT * f, L * BT * f, L * BT * 4 * C * h, L * BT * 4 * C * h,
+        L * BT * C * h, L * BT * C * h, BT * C * h, BT * f, BT * f, BT * R * h, BT * f, BT * f, BT * f, BT * f,
+        (size_t)T * C * h, (size_t)B * Vp * h,
+        BT * C * h, BT * C * h, BT * C * h, BT * 3 * C * h, BT * 4 * C * h, reduce_floats * f,
+        attention_scratch_floats(B, T, (int)C, (int)NH) * f,
     };
-    size_t n = sizeof(plan) / sizeof(plan[0]), total = 0;
-    for (size_t i = 0; i < n; i++) total += (plan[i].bytes + 255) / 256 * 256;
+    memcpy(bytes, b, sizeof(b));
+    return GPT2_ACTIVATION_BUFFERS;
+}
+
+// What gpt2_alloc_activations allocates on the device in all (act_bytes): the aligned buffers,
+// the micro-batch slots (tokens, targets, encoder plan) and the loss slots (the planner's activations).
+static size_t gpt2_activation_bytes(const ParamLayout* layout, int B, int T) {
+    size_t bytes[GPT2_ACTIVATION_BUFFERS], total = 0, BT = (size_t)B * T;
+    int n = gpt2_activation_sizes(layout, B, T, bytes);
+    for (int i = 0; i < n; i++) total += (bytes[i] + 255) / 256 * 256;
+    return total + BATCH_SLOTS * BATCH_SLOT_INTS(BT) * sizeof(int) + (LOSS_EVAL_SLOT + 1) * sizeof(float);
+}
+
+static void gpt2_alloc_activations(GPT2* model, int B, int T) {
+    const GPT2Config* c = &model->config;
+    size_t Vp = c->padded_vocab_size, BT = (size_t)B * T;
+    void** slots[GPT2_ACTIVATION_BUFFERS] = {
+        (void**)&model->acts.encoded, (void**)&model->acts.ln1, (void**)&model->acts.ln1_mean, (void**)&model->acts.ln1_rstd,
+        (void**)&model->acts.qkv, (void**)&model->acts.atty, (void**)&model->acts.att_lse, (void**)&model->acts.attproj,
+        (void**)&model->acts.residual2, (void**)&model->acts.ln2, (void**)&model->acts.ln2_mean, (void**)&model->acts.ln2_rstd,
+        (void**)&model->acts.fch, (void**)&model->acts.fch_gelu, (void**)&model->acts.fcproj, (void**)&model->acts.residual3,
+        (void**)&model->acts.lnf, (void**)&model->acts.lnf_mean, (void**)&model->acts.lnf_rstd, (void**)&model->acts.logits,
+        (void**)&model->acts.row_max, (void**)&model->acts.row_sum, (void**)&model->acts.target_logit,
+        (void**)&model->acts.losses, (void**)&model->acts.wpe, (void**)&model->acts.logits_last,
+        (void**)&model->scratch.dresidual, (void**)&model->scratch.dln,
+        (void**)&model->scratch.datty, (void**)&model->scratch.dqkv, (void**)&model->scratch.dfch,
+        (void**)&model->scratch.reduce, (void**)&model->scratch.attention_scratch,
+    };
+    model->wte_rows_max = wte_chunk_rows_max(&model->layout);
+    size_t bytes[GPT2_ACTIVATION_BUFFERS], total = 0;
+    int n = gpt2_activation_sizes(&model->layout, B, T, bytes);
+    for (int i = 0; i < n; i++) total += (bytes[i] + 255) / 256 * 256;
     model->act_bytes = 0;
     model->act_memory = device_alloc(total, &model->act_bytes, "activations");
     char* cursor = (char*)model->act_memory;
-    for (size_t i = 0; i < n; i++) *plan[i].slot = carve(&cursor, plan[i].bytes);
+    for (int i = 0; i < n; i++) *slots[i] = carve(&cursor, bytes[i]);
 
     BatchStaging* st = &model->batch;
     for (int k = 0; k < BATCH_SLOTS; k++) {
@@ -262,7 +281,7 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
     model->logits_host = (float*)host_alloc(Vp * sizeof(float), "logits");
     model->logits_staging = (bf16*)host_alloc(Vp * sizeof(bf16), "logits");
     model->chunk_bucket = (int*)host_alloc((size_t)(model->layout.num_wte_units + 1) * sizeof(int), "encoder plan");
-    zero_reserve_kept_rows(&model->zero, BT, (int)C); // stages 2-3: the encoder's rows of wte's gradient
+    zero_reserve_kept_rows(&model->zero, BT, c->channels); // stages 2-3: the encoder's rows of wte's gradient
     model->B = B;
     model->T = T;
 }
@@ -395,6 +414,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     zero_pp_pass(z, 0); // ZeRO++: the gathers below serve forward (qwZ)
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        zero_trace_compute(z, ZERO_TRACE_FORWARD, wte_unit(layout, k)); // -tr: each unit's span (zero/trace.h)
         OP_MARK(model, OP_ENGINE);
         bf16* emb = zero_params_unit(z, wte_unit(layout, k));
         zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_LAYER(0));
@@ -406,6 +426,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     }
 
     for (int l = 0; l < L; l++) {
+        zero_trace_compute(z, ZERO_TRACE_FORWARD, UNIT_LAYER(l));
         OP_MARK(model, OP_ENGINE);
         LayerTensorsGPU p = layer_tensors_gpu(layout, l, zero_params_unit(z, UNIT_LAYER(l)));
         zero_params_prefetch(z, l + 1 < L ? UNIT_LAYER(l + 1) : UNIT_FINAL(c));
@@ -434,6 +455,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         zero_params_unit_done(z, UNIT_LAYER(l));
     }
 
+    zero_trace_compute(z, ZERO_TRACE_FORWARD, UNIT_FINAL(c));
     bf16* final_unit = zero_params_unit(z, UNIT_FINAL(c));
     zero_params_prefetch(z, wte_unit(layout, 0)); // for the LM head
     OP_MARK(model, OP_LAYERNORM_FWD);
@@ -451,6 +473,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
         int row0 = (int)piece->row0, rows = (int)piece->shape[0];
+        zero_trace_compute(z, ZERO_TRACE_FORWARD, zero_trace_lm_head(k));
         OP_MARK(model, OP_ENGINE);
         bf16* wte = zero_params_unit(z, wte_unit(layout, k));
         if (k + 1 == K && backward_follows) zero_pp_pass(z, 1); // ZeRO++: this prefetch serves backward's LM head
@@ -549,6 +572,7 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
         int row0 = (int)piece->row0, rows = (int)piece->shape[0];
+        zero_trace_compute(z, ZERO_TRACE_BACKWARD, zero_trace_lm_head(k));
         OP_MARK(model, OP_ENGINE);
         bf16* wte = zero_params_unit(z, wte_unit(layout, k));
         zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_FINAL(c));
@@ -566,6 +590,7 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
         zero_grads_unit_partly_ready(z, wte_unit(layout, k), plan + first, model->chunk_bucket[k + 1] - first, row0, C);
     }
 
+    zero_trace_compute(z, ZERO_TRACE_BACKWARD, UNIT_FINAL(c));
     bf16* final_unit = zero_params_unit(z, UNIT_FINAL(c));
     zero_params_prefetch(z, UNIT_LAYER(L - 1));
     bf16* dfinal = zero_grads_unit(z, UNIT_FINAL(c));
@@ -579,6 +604,7 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
     zero_grads_unit_ready(z, UNIT_FINAL(c), last_micro_step);
 
     for (int l = L - 1; l >= 0; l--) {
+        zero_trace_compute(z, ZERO_TRACE_BACKWARD, UNIT_LAYER(l));
         LayerTensorsGPU p = layer_tensors_gpu(layout, l, zero_params_unit(z, UNIT_LAYER(l)));
         if (l > 0) zero_params_prefetch(z, UNIT_LAYER(l - 1));
         LayerTensorsGPU g = layer_tensors_gpu(layout, l, zero_grads_unit(z, UNIT_LAYER(l)));
@@ -617,6 +643,7 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
     // first; then the unit's collective starts (both contributions of the tied weight are in).
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        zero_trace_compute(z, ZERO_TRACE_BACKWARD, wte_unit(layout, k));
         bf16* demb = zero_grads_unit(z, wte_unit(layout, k));
         OP_MARK(model, OP_ENCODER);
         if (k == 0) encoder_backward_wpe_cuda(demb + wpe_offset, s->dresidual, B, T, C, stream);
@@ -689,7 +716,7 @@ static void gpt2_sample(GPT2* model, Tokenizer* tokenizer, int gen_tokens, uint6
 #define MFU_FORMULA_TEXT "6N + 6LCT FLOPs per token (llm.c's count)"
 static double flops_per_token(const GPT2* model, int T) {
     const GPT2Config* c = &model->config;
-    return 6.0 * (double)model->layout.num_parameters + 6.0 * c->num_layers * (double)c->channels * T;
+    return plan_flops_per_token(model->layout.num_parameters, c->num_layers, c->channels, T); // zero/plan.h
 }
 
 static float gpt2_val_loss(GPT2* model, DataLoader* val_loader, int val_steps) {
@@ -773,14 +800,14 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     logger_record(logger, "config", "\"init\":\"%s\",\"wte_units\":%d,\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
                   "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
                   "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,"
-                  "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
+                  "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,\"bytes_ring\":%zu,\"bytes_activations\":%zu,"
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
                   "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\",\"device\":\"%s\",\"collectives\":\"%s\",%s%s,%s",
                   json_escape(init_text, sizeof(init_text), args->init), model->layout.num_wte_units, cfg->num_layers, cfg->channels, cfg->num_heads,
                   cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
                   max_steps, args->learning_rate, start_step, psi,
-                  z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working,
+                  z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working, z->bytes_ring, model->act_bytes,
                   zero_state_bytes_formula_mixed(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_mixed_text[ZERO_STAGE],
                   zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_embedding_numel(&model->layout)),
                   zero_elements_sent_formula_text[ZERO_STAGE], prop.name, ZERO_COMM_NAME,
@@ -788,6 +815,31 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns),
                   batch_schedule_config_fields(batch_fields, sizeof(batch_fields), batch));
     fflush(stdout);
+}
+
+/*
+ * --plan (zero/plan.h): what the GPU build stores and does. Activations: this trainer's device
+ * buffers (gpt2_activation_bytes). Attention: flash-style, no T x T matrix, 64-row tiles, 5
+ * products in backward (S recomputed). Optimizer per owned element: the norm reads the fp32
+ * gradient (4 bytes), AdamW reads gradient, master, m, v and writes master, m, v and the bf16
+ * parameter (30). Nothing here touches a GPU.
+ */
+static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine* m, int is_cpu) {
+    const GPT2Config* c = pm->config;
+    pm->element_bytes = sizeof(bf16);
+    pm->has_master = 1;
+    pm->activation_bytes = gpt2_activation_bytes(layout, pm->B, pm->T);
+    pm->ring_buffer = 0; // NCCL's buffers are its own (the machine's reserve)
+    pm->attention_backward_products = 5;
+    pm->attention_block = 64;
+    pm->stores_attention_matrix = 0;
+    pm->optimizer_bytes_per_element = 34.0;
+    pm->flops_per_token = plan_flops_per_token(layout->num_parameters, c->num_layers, c->channels, pm->T);
+    if (is_cpu && m->peak_flops == 0.0) { // the GPU build planned on a CPU machine: only its bytes mean something
+        m->peak_flops = 1e11;
+        m->mem_bw = 1e10;
+        m->memory = 64e9;
+    }
 }
 
 // A step enqueued whose results the host has not read yet (read one step later: finish_step).
@@ -873,6 +925,7 @@ int main(int argc, char** argv) {
     // Flags, ranks, batch arithmetic, output dir, the checkpoint to resume: common/train_setup.h.
     TrainRun run;
     train_run_start(&run, &argc, &argv);
+    if (run.args.plan_machine != NULL) return plan_run(&run.args, gpt2_plan_fill); // --plan: no training, no GPU
     TrainArgs args = run.args;
     int rank = run.rank, world_size = run.world_size, B = args.B, T = args.T;
     int start_step = run.start_step, do_val = run.do_val;
@@ -928,6 +981,9 @@ int main(int argc, char** argv) {
     if (rank == 0) print_run_config(&args, &model, run.init, &train_loader, do_val,
                                     grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, batch, &logger);
 
+    int trace_first, trace_last; // -tr: the timeline of steps -ts (zero/trace.h)
+    train_args_trace_steps(args.trace_steps, &trace_first, &trace_last);
+    zero_trace_open(z, args.trace_path, trace_first, trace_last, grad_accum_steps);
     TrainStats stats = {0};
     stats.tokens_seen = batch->state.tokens_seen; // 0, or the checkpoint's
     StepPending pending = {0};
@@ -992,7 +1048,9 @@ int main(int argc, char** argv) {
                                    z->compute));
         float lr = (float)(lr_at_step(&schedule, step) * batch_schedule_lr_scale(batch));
         OP_MARK(&model, OP_OPTIMIZER);
+        zero_trace_compute(z, ZERO_TRACE_OPTIMIZER, -1);
         zero_optimizer_step_async(z, &opt, lr, t);
+        zero_trace_step_end(z); // the step as the device runs it: its results are read one step later
         op_timer_step_end(&model.timer);
         model.loss_slot = LOSS_EVAL_SLOT;
         if (pending.step > 0 && !finish_step(&model, &pending, batch, &gns, &logger, &stats, model_flops_per_token))
@@ -1023,6 +1081,7 @@ int main(int argc, char** argv) {
     }
     op_timer_free(&model.timer);
 
+    zero_trace_close(z, grad_accum_steps);
     logger_close(&logger);
     tokenizer_free(&tokenizer);
     dataloader_free(&train_loader);

@@ -10,6 +10,7 @@
  *   zero/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
  *   zero/cluster.h      this rank, its host, every rank's host; what it is waiting for now
  *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
+ *   zero/trace.h        the per-rank timeline of chosen steps (-tr): Chrome trace-event JSON
  *   zero/comm_mpi.h     communication over MPI: the engine's MPI calls, the -wt timeout, aborting ranks
  *   zero/comm_ring.h    the unit collectives as rings over MPI point-to-point (bytes = formula)
  *   zero/faults.h       each rank's line when the job ends under it; the lost-host check
@@ -23,6 +24,12 @@
  *                       gradient all-to-all (qgZ)
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
+ *   zero/plan_machine.h the planner's machine: presets (h100, h200, cpu) and overrides
+ *   zero/plan_memory.h  the planner's bytes per rank at each stage, from the engine's functions
+ *   zero/plan_compute.h the planner's work per unit: FLOPs and element-wise bytes; MFU's numerator
+ *   zero/plan_comm.h    the planner's ring collective times (alpha-beta model)
+ *   zero/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
+ *   zero/plan.h         the planner (--plan): every stage's bytes and step time for any N, the table
  *   zero/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
  *   zero/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
  *   zero/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
@@ -143,6 +150,7 @@ typedef float ZeroFloat;
 #include "zero/launcher.h"
 #include "zero/cluster.h"
 #include "zero/progress_cpu.h"
+#include "zero/trace.h"
 #include "zero/comm_mpi.h"
 #include "zero/comm_ring.h"
 #include "zero/faults.h"
@@ -153,6 +161,12 @@ typedef float ZeroFloat;
 #include "zero/zeropp.h"
 #include "zero/engine_cpu.h"
 #include "zero/accounting.h"
+#include "zero/plan_machine.h"
+#include "zero/plan_memory.h"
+#include "zero/plan_compute.h"
+#include "zero/plan_comm.h"
+#include "zero/plan_schedule.h"
+#include "zero/plan.h"
 #if ZERO_GPU_BUILD
 #include "zero/comm_gpu.cuh"
 #include "zero/offload_gpu.cuh"

@@ -4,8 +4,9 @@
  * plus -gc (gradient clip), -sd (seed), -wt (collective wait timeout, seconds), -gb (EMA beta of
  * the gradient noise scale meter, common/gns.h; -1 turns the meter off), the batch schedule
  * (common/batch_schedule.h): -d auto with -dm, -d0, -df, -dw, -dl, or -ds by hand, -ot (CUDA
- * build: the per-kernel table over that many steps, common/op_timer.cuh), the
- * ZeRO-Offload / ZeRO-Infinity placement (zero/offload.h): -zo (optimizer state), -zp (stage-3
+ * build: the per-kernel table over that many steps, common/op_timer.cuh), -tr/-ts (the per-rank
+ * timeline of chosen steps, zero/trace.h), --plan/-np/-rpn (the planner, zero/plan.h: no training),
+ * the ZeRO-Offload / ZeRO-Infinity placement (zero/offload.h): -zo (optimizer state), -zp (stage-3
  * parameter shard), none|cpu|nvme each, and -zd (the NVMe directory), and ZeRO++
  * (zero/zeropp.h): -qw (quantized weights), -hp (secondary shard group), -qg (quantized
  * gradients), -qgb (their bits), -qb (quantization block size).
@@ -65,6 +66,11 @@ typedef struct {
     int zeropp_qg;             // -qg: ZeRO++ quantized gradient all-to-all (stages 2-3)
     int zeropp_qg_bits;        // -qgb: its code width, 4 or 8
     int zeropp_block;          // -qb: elements per quantization block
+    const char* trace_path;    // -tr: per-rank timeline (Chrome trace JSON), NULL: none
+    const char* trace_steps;   // -ts: "FIRST-LAST" or "STEP", steps from 1
+    const char* plan_machine;  // --plan: print the plan for this machine and exit (no training)
+    int plan_world_size;       // -np: ranks to plan for (-1: 1); only with --plan
+    int plan_ranks_per_node;   // -rpn: ranks per node to plan for (0: the machine's); only with --plan
 } TrainArgs;
 
 #define TOTAL_BATCH_AUTO (-2) // -d auto
@@ -114,6 +120,11 @@ static const ArgSpec arg_specs[] = {
     {"-qg", ARG_INT, ARG_FIELD(zeropp_qg), "ZeRO++ qgZ: gradient reduce-scatter as a two-level all-to-all of codes (0/1)"},
     {"-qgb", ARG_INT, ARG_FIELD(zeropp_qg_bits), "ZeRO++ qgZ: bits per gradient code, 4 or 8"},
     {"-qb", ARG_INT, ARG_FIELD(zeropp_block), "ZeRO++: elements per quantization block (multiple of 32, 32-65536)"},
+    {"-tr", ARG_STRING, ARG_FIELD(trace_path), "timeline of steps -ts, FILE.json (rank R: FILE.rankR.json)"},
+    {"-ts", ARG_STRING, ARG_FIELD(trace_steps), "steps the timeline holds: FIRST-LAST or STEP (from 1)"},
+    {"--plan", ARG_STRING, ARG_FIELD(plan_machine), "plan stages 0-3 on h100, h200, cpu[,key=value...]; exit"},
+    {"-np", ARG_INT, ARG_FIELD(plan_world_size), "with --plan: the number of ranks to plan for (-1: 1)"},
+    {"-rpn", ARG_INT, ARG_FIELD(plan_ranks_per_node), "with --plan: ranks per node (0: the machine's)"},
 };
 #define NUM_ARG_SPECS (int)(sizeof(arg_specs) / sizeof(arg_specs[0]))
 
@@ -123,8 +134,8 @@ static const struct { const char* flag; long min, max; } arg_int_ranges[] = {
     {"-n", 0, INT_MAX}, {"-y", 0, 1},       {"-b", 1, INT_MAX},  {"-t", 1, INT_MAX}, {"-d", -1, INT_MAX},
     {"-u", 0, INT_MAX}, {"-x", -1, INT_MAX}, {"-v", 0, INT_MAX}, {"-m", 1, INT_MAX}, {"-s", 0, INT_MAX},
     {"-g", 1, 1048576}, {"-a", 0, 1},       {"-z", -1, 3},
-    {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX}, {"-ot", 0, INT_MAX},
-    {"-qw", 0, 1}, {"-qg", 0, 1}, {"-hp", 0, INT_MAX},
+    {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX}, {"-ot", 0, INT_MAX}, {"-np", -1, 1 << 20},
+    {"-rpn", 0, 1 << 16}, {"-qw", 0, 1}, {"-qg", 0, 1}, {"-hp", 0, INT_MAX},
 };
 
 static void arg_int_range(const char* flag, long* min, long* max) {
@@ -175,6 +186,27 @@ static void train_args_defaults(TrainArgs* a) {
     a->zeropp_qg = 0;
     a->zeropp_qg_bits = 4;
     a->zeropp_block = 2048; // ZERO_PP_DEFAULT_BLOCK (zero/zeropp.h)
+    a->trace_path = NULL;
+    a->trace_steps = "2-4";
+    a->plan_machine = NULL;
+    a->plan_world_size = -1;
+    a->plan_ranks_per_node = 0;
+}
+
+// -ts "FIRST-LAST" or "STEP" into steps from 1; returns 0, or -1 when malformed.
+static int train_args_trace_steps(const char* text, int* first, int* last) {
+    char* end = NULL;
+    long a = strtol(text, &end, 10), b = a;
+    if (end == text) return -1;
+    if (*end == '-') {
+        const char* rest = end + 1;
+        b = strtol(rest, &end, 10);
+        if (end == rest) return -1;
+    }
+    if (*end != '\0' || a < 1 || b < a || b > INT_MAX) return -1;
+    *first = (int)a;
+    *last = (int)b;
+    return 0;
 }
 
 static void train_args_print_help(const char* program, FILE* out) {
@@ -286,6 +318,18 @@ static void train_args_validate(const TrainArgs* a) {
     for (int k = 0; k < 2; k++)
         if (strcmp(placements[k][1], "none") != 0 && strcmp(placements[k][1], "cpu") != 0 && strcmp(placements[k][1], "nvme") != 0)
             args_fail("error: %s %s: unknown placement; expected none, cpu or nvme", placements[k][0], placements[k][1]);
+    int first, last;
+    if (train_args_trace_steps(a->trace_steps, &first, &last) != 0) {
+        args_fail("error: -ts %s: not a step range; expected FIRST-LAST or STEP with 1 <= FIRST <= LAST", a->trace_steps);
+    }
+    size_t tn = a->trace_path ? strlen(a->trace_path) : 0;
+    if (a->trace_path != NULL && (tn < 6 || strcmp(a->trace_path + tn - 5, ".json") != 0)) {
+        args_fail("error: -tr %s: not a .json file name; expected a path ending in .json (rank R writes .rankR.json)", a->trace_path);
+    }
+    if (a->plan_machine == NULL && (a->plan_world_size != -1 || a->plan_ranks_per_node != 0)) {
+        args_fail("error: %s: only plans take a world; expected --plan MACHINE as well (a run's ranks come from mpirun)",
+                  a->plan_world_size != -1 ? "-np" : "-rpn");
+    }
     if (a->checkpoint_every > 0 && a->output_dir == NULL) {
         args_fail("error: -n %d: checkpoints need a directory; expected -o <dir> as well", a->checkpoint_every);
     }

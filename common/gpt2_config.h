@@ -146,6 +146,14 @@ typedef struct {
 static inline int wte_unit(const ParamLayout* layout, int k) { return k == 0 ? UNIT_EMBEDDING : layout->config.num_layers + 1 + k; }
 static inline int wte_piece_index(const ParamLayout* layout, int k) { return k == 0 ? 0 : 4 + NUM_LAYER_KINDS * layout->config.num_layers + (k - 1); }
 
+// R: the rows of wte's largest vocab chunk (the LM head's logits are B x T x R at a time).
+static inline size_t wte_chunk_rows_max(const ParamLayout* layout) {
+    size_t R = 0;
+    for (int k = 0; k < layout->num_wte_units; k++)
+        if (layout->tensors[wte_piece_index(layout, k)].shape[0] > R) R = layout->tensors[wte_piece_index(layout, k)].shape[0];
+    return R;
+}
+
 /*
  * Rows of wte per vocab chunk for a config: *rows_first for unit 0 (which also holds wpe), *rows
  * for each later chunk (the last takes the remainder); returns K. A chunk is as large as a layer

@@ -223,6 +223,7 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
         fprintf(stderr, "error: -y 1: resuming needs the checkpoint directory; expected -o <dir> as well\n");
         exit(1);
     }
+    if (args->plan_machine != NULL) return; // --plan: no ranks, no training (common/plan_setup.h)
     run->fault = test_fault_from_env();
     zero_cluster.timeout_s = args->collective_timeout_s;
     zero_ranks_start(argc, argv, &run->rank, &run->world_size);

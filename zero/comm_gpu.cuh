@@ -216,13 +216,18 @@ static void zero_stream_after(cudaStream_t waiter, cudaStream_t producer, cudaEv
 // stall_capacity pairs in one step the waits go untimed.
 static void zero_compute_wait(ZeroEngine* z, cudaEvent_t event) {
     int k = z->stall_count < z->stall_capacity ? z->stall_base + z->stall_count++ : -1;
+    int traced = zero_trace_device_wait_begin(z); // -tr: this wait on the timeline (zero/trace.h)
     if (k >= 0) CUDA_CHECK(cudaEventRecord(z->stall_begin[k], z->compute));
     CUDA_CHECK(cudaStreamWaitEvent(z->compute, event, 0));
     if (k >= 0) CUDA_CHECK(cudaEventRecord(z->stall_end[k], z->compute));
+    zero_trace_device_wait_end(z, traced);
 }
 
 // The compute stream waits for op's collective (and what is queued behind it on comm).
-static void zero_compute_wait_op(ZeroEngine* z, const ZeroOp* op) { zero_compute_wait(z, op->done); }
+static void zero_compute_wait_op(ZeroEngine* z, const ZeroOp* op) {
+    zero_trace_device_wait_label(op->kind, op->unit);
+    zero_compute_wait(z, op->done);
+}
 
 // Once the compute stream has passed them: the stalls timed in pairs [base, base + count), in seconds.
 static double zero_stall_collect(ZeroEngine* z, int base, int count) {
@@ -316,6 +321,10 @@ static void zero_device_collective(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, c
     int N = z->world_size;
     size_t shard = n / (size_t)N;
     bf16* own = buf + (size_t)z->rank * shard;
+    long long sent = kind == ZERO_OP_ALL_REDUCE ? zero_ring_all_reduce_elements(n, N)
+                   : kind == ZERO_OP_REDUCE_SCATTER ? zero_ring_reduce_scatter_elements(n, N)
+                   : zero_ring_all_gather_elements(n, N);
+    int traced = N > 1 ? zero_trace_device_collective_begin(z) : -1; // -tr: its span on the timeline
     if (N == 1) {
         if (kind == ZERO_OP_ALL_GATHER && mine != NULL && mine != own)
             CUDA_CHECK(cudaMemcpyAsync(own, mine, shard * sizeof(bf16), cudaMemcpyDeviceToDevice, z->comm));
@@ -324,9 +333,6 @@ static void zero_device_collective(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, c
         zero_host_staged_collective(z, kind, mine, buf, n, unit, what); // counted by zero_op_*
         op->kind = kind, op->unit = unit, op->what = what, op->step = z->step;
 #else
-        long long sent = kind == ZERO_OP_ALL_REDUCE ? zero_ring_all_reduce_elements(n, N)
-                       : kind == ZERO_OP_REDUCE_SCATTER ? zero_ring_reduce_scatter_elements(n, N)
-                       : zero_ring_all_gather_elements(n, N);
         zero_device_op_begin(z, op, kind, unit, what, sent);
         if (kind == ZERO_OP_ALL_REDUCE)
             NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclBfloat16, ncclSum, z->nccl, z->comm));
@@ -337,6 +343,7 @@ static void zero_device_collective(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, c
 #endif
     }
     CUDA_CHECK(cudaEventRecord(op->done, z->comm));
+    zero_trace_device_collective_end(z, traced, kind, unit, sent);
 }
 
 /*
@@ -364,8 +371,11 @@ static void zero_device_all_reduce_floats(ZeroEngine* z, float* x, int n, const 
     (void)what;
     z->scalar_all_reduces_step++;
     zero_stream_after(z->comm, z->compute, z->compute_mark);
+    int traced = zero_trace_device_collective_begin(z); // -tr: its span and the wait for it
     NCCL_CHECK(ncclAllReduce(x, x, (size_t)n, ncclFloat32, ncclSum, z->nccl, z->comm));
     CUDA_CHECK(cudaEventRecord(z->comm_mark, z->comm));
+    zero_trace_device_collective_end(z, traced, ZERO_OP_SCALAR_ALL_REDUCE, -1, 0);
+    zero_trace_device_wait_label(ZERO_OP_SCALAR_ALL_REDUCE, -1);
     zero_compute_wait(z, z->comm_mark);
 #endif
 }

@@ -115,6 +115,7 @@ static int zero_op_test(ZeroEngine* z, ZeroOp* op) {
     if (zero_op_is_ring(op)) return zero_ring_done(z, op);
     int done = 0;
     MPI_CHECK(MPI_Test(&op->request, &done, MPI_STATUS_IGNORE));
+    if (done) zero_trace_done(op);
     return done;
 }
 
@@ -141,27 +142,36 @@ static void zero_op_wait(ZeroEngine* z, ZeroOp* op) {
         }
     }
     zero_waiting_end();
-    double waited = zero_clock() - start;
+    double end = zero_clock(), waited = end - start;
+    zero_trace_wait(op, start, end); // exposed: the wait span; the collective's own span
     z->comm_wait_s_step += waited;
     z->comm_wait_s_total += waited;
     op->kind = ZERO_OP_NONE;
     zero_progress_note_end();
 }
 
+#if !ZERO_RING
+// Test one collective in flight (zero_progress); the trace notes when it is first seen done.
+static void zero_progress_test(ZeroOp* op) {
+    int done = 0;
+    if (op->kind != ZERO_OP_NONE) MPI_Test(&op->request, &done, MPI_STATUS_IGNORE);
+    if (done) zero_trace_done(op);
+}
+#endif
+
 // Let in-flight collectives advance. Open MPI moves data only inside MPI calls, so the engine
 // advances its rings (or tests its requests) at every call the model makes.
 static void zero_progress(ZeroEngine* z) {
     if (z->world_size == 1) return;
 #if ZERO_RING
-    zero_ring_progress(z);
+    zero_ring_progress(z); // a ring that completes tells the trace (zero/comm_ring.h)
 #else
-    int done;
     int n = z->layout->num_units;
-    if (z->grad_ops) for (int u = 0; u < n; u++) if (z->grad_ops[u].kind != ZERO_OP_NONE) MPI_Test(&z->grad_ops[u].request, &done, MPI_STATUS_IGNORE);
-    if (z->param_ops) for (int u = 0; u < n; u++) if (z->param_ops[u].kind != ZERO_OP_NONE) MPI_Test(&z->param_ops[u].request, &done, MPI_STATUS_IGNORE);
+    if (z->grad_ops) for (int u = 0; u < n; u++) zero_progress_test(&z->grad_ops[u]);
+    if (z->param_ops) for (int u = 0; u < n; u++) zero_progress_test(&z->param_ops[u]);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
-        if (z->param_work[i].op.kind != ZERO_OP_NONE) MPI_Test(&z->param_work[i].op.request, &done, MPI_STATUS_IGNORE);
-        if (z->grad_work[i].op.kind != ZERO_OP_NONE) MPI_Test(&z->grad_work[i].op.request, &done, MPI_STATUS_IGNORE);
+        zero_progress_test(&z->param_work[i].op);
+        zero_progress_test(&z->grad_work[i].op);
     }
 #endif
 }
@@ -176,6 +186,7 @@ static void zero_op_begin(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, int unit, 
     op->unit = unit;
     op->what = what;
     zero_progress_note_begin();
+    zero_trace_issue(op, sent);
     z->sent_elements_step += sent;
     z->sent_elements_total += sent;
 }

@@ -58,7 +58,7 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     z->kept_first = (size_t*)zero_calloc((size_t)n, sizeof(size_t), "kept-row offsets");
     z->bytes_working += zero_offload_staging_bytes(z);
     // The rings' receive buffer: one chunk of the largest unit (zero/comm_ring.h).
-    if (ZERO_RING && world_size > 1) zero_ring_scratch(z, unit_n / (size_t)world_size);
+    if (ZERO_RING && world_size > 1) zero_ring_scratch(z, zero_ring_buffer_numel(layout, world_size));
     zero_offload_open(z);
 }
 
@@ -77,7 +77,7 @@ static void zero_reserve_kept_rows(ZeroEngine* z, size_t max_rows, int row_len) 
     z->kept_data = (float*)zero_calloc(max_rows * (size_t)row_len, sizeof(float), "kept wte gradient rows");
     z->kept_capacity = max_rows;
     z->kept_row_len = row_len;
-    z->bytes_working += max_rows * (size_t)row_len * sizeof(float) + max_rows * sizeof(int);
+    z->bytes_working += zero_kept_rows_bytes(ZERO_STAGE, max_rows, row_len, 0); // zero/layout.h
 }
 
 // Wait for every collective still in flight: peers may be reading this rank's buffers (Open
@@ -306,6 +306,7 @@ static void zero_grads_zero(ZeroEngine* z) {
 // Start optimizer step `step` (from 1, as printed): per-step counters and gradients to zero.
 static void zero_step_begin(ZeroEngine* z, int step) {
     z->step = step;
+    zero_trace_step_begin(z, step); // -tr: the step's span opens (zero/trace.h)
     z->offload.io_wait_s_step = 0.0;
     z->offload.read_at_step = zero_offload_bytes_read(z);
     z->offload.written_at_step = zero_offload_bytes_written(z);

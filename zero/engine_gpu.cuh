@@ -115,7 +115,7 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
         z->v = (float*)zero_device_calloc(state_n, sizeof(float), "Adam v");
     }
     z->bytes_params = params_n * sizeof(bf16);
-    z->bytes_grads = grads_bf16_n * sizeof(bf16) + grads_n * sizeof(float);
+    z->bytes_grads = zero_grads_bytes(layout, ZERO_STAGE, 1); // = grads_bf16_n bf16 + grads_n fp32 (zero/layout.h)
     z->bytes_optimizer = 3 * state_n * sizeof(float);
     int n = layout->num_units;
     z->grad_folds = (int*)zero_calloc((size_t)n, sizeof(int), "gradient accumulation counts");
@@ -343,7 +343,7 @@ static void zero_reserve_kept_rows(ZeroEngine* z, size_t max_rows, int row_len) 
     z->kept_data = (bf16*)zero_device_calloc(max_rows * (size_t)row_len, sizeof(bf16), "kept wte gradient rows");
     z->kept_capacity = max_rows;
     z->kept_row_len = row_len;
-    z->bytes_working += max_rows * (size_t)row_len * sizeof(bf16);
+    z->bytes_working += zero_kept_rows_bytes(ZERO_STAGE, max_rows, row_len, 1); // zero/layout.h
 }
 
 /*

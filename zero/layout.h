@@ -109,6 +109,32 @@ static inline size_t zero_working_numel(const ParamLayout* layout, int stage) {
     return 0;
 }
 
+// Bytes of gradients a rank stores, as the engines allocate them (and the planner counts them):
+// CPU, fp32, full or shard; GPU (has_master), one micro-step in bf16 (2 bytes, stages 0, 1;
+// stages 2, 3 write working units instead) plus the fp32 accumulation, full or shard.
+static inline size_t zero_grads_bytes(const ParamLayout* layout, int stage, int has_master) {
+    size_t n = zero_buffer_numel(layout, stage, ZERO_BUF_GRADS, has_master);
+    if (!has_master) return n * sizeof(float);
+    return (stage <= 1 ? layout->padded_numel : 0) * 2 + n * sizeof(float);
+}
+
+// Bytes of the rows of wte's gradient that stages 2, 3 set aside while a chunk's LM-head part is
+// reduced (zero_reserve_kept_rows, counted in the working bytes): max_rows rows (B*T, one per
+// token of a micro-batch) of row_len = C elements; CPU fp32 with one int row index each, GPU
+// (has_master) bf16 on the device (the row indices are the model's encoder plan).
+static inline size_t zero_kept_rows_bytes(int stage, size_t max_rows, int row_len, int has_master) {
+    if (stage < 2) return 0;
+    if (has_master) return max_rows * (size_t)row_len * 2;
+    return max_rows * (size_t)row_len * sizeof(float) + max_rows * sizeof(int);
+}
+
+// Elements of the CPU rings' receive buffer (zero/comm_ring.h): one chunk of the largest unit
+// (a layer or one of wte's vocab chunks) over world_size ranks; none on one rank.
+static inline size_t zero_ring_buffer_numel(const ParamLayout* layout, int world_size) {
+    if (world_size <= 1) return 0;
+    return zero_max_unit_numel(layout) / (size_t)world_size;
+}
+
 // DESIGN.md's memory rows for the fp32 CPU build (params + grads + Adam m, v; no master copy),
 // in bytes per rank, with psi = padded parameter count (divisible by world_size).
 static inline size_t zero_state_bytes_formula(int stage, size_t psi, int world_size) {

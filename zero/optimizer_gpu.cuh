@@ -83,6 +83,7 @@ static void zero_step_begin(ZeroEngine* z, int step) {
         zero_abort_all_ranks(1);
     }
     z->step = step;
+    zero_trace_step_begin(z, step); // -tr: the step's span opens (zero/trace.h)
     z->sent_elements_step = 0;
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;
@@ -152,7 +153,8 @@ static void zero_optimizer_step_async(ZeroEngine* z, const AdamWConfig* opt, flo
         // host waits for it here (the offloaded step's one wait), then updates unit by unit.
         zero_offload_gpu_step(z, opt, lr, t, seed);
     } else if ((ZERO_STAGE == 1 || ZERO_STAGE == 2) && N > 1) {
-        for (int unit = 0; unit < layout->num_units; unit++) {
+        for (int i = 0; i < layout->num_units; i++) { // in the order the next forward needs them (wte's chunks first)
+            int unit = zero_unit_in_use_order(layout, i);
             const ParamUnit* u = &layout->units[unit];
             int first = z->adamw_unit_chunks[unit], count = z->adamw_unit_chunks[unit + 1] - first;
             adamw_update_cuda(&z->adamw_plan, first, count, z->params, z->master, z->grads_fp32, z->m, z->v, lr, opt->beta1,

@@ -1,0 +1,68 @@
+/*
+ * plan_setup.h: the --plan entry shared by train_gpt2.c and train_gpt2.cu: the model from -e
+ * (a depth descriptor or a model file's header), the batch (-b -t -d) and the world (-np, -rpn)
+ * into a PlanModel, the machine from --plan MACHINE; the trainer fills in what only its build
+ * knows (element sizes, its activation bytes, its attention, this CPU's measured rates) and
+ * zero/plan.h prints the plan. No rank is started, no GPU touched, no file but -e read.
+ * Host C; include after zero.cuh.
+ */
+#ifndef COMMON_PLAN_SETUP_H
+#define COMMON_PLAN_SETUP_H
+#ifndef ZERO_CUH
+#error "include zero.cuh before common/plan_setup.h"
+#endif
+#include "common/args.h"
+#include "common/checkpoint.h"
+
+// The trainer's part: fill pm's build fields (element_bytes ... flops_per_token) and, for the
+// cpu machine (is_cpu), the machine's measured rates. pm->config, B, T, A and N are set.
+typedef void (*PlanFillBuild)(PlanModel* pm, const ParamLayout* layout, PlanMachine* m, int is_cpu);
+
+// --plan: print the plan for stages 0-3 and return the exit status (0; 1 on a bad flag or when no stage fits).
+static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
+    GPT2Config cfg;
+    if (gpt2_config_from_descriptor(a->init, &cfg) != 0) {
+        const char* init = a->init;
+        if (init[0] == 'd' && init[1] >= '0' && init[1] <= '9' && strchr(init, '.') == NULL && strchr(init, '/') == NULL) {
+            fprintf(stderr, "error: -e %s: unknown depth descriptor; expected d1, d2, d3, d4, d6, d12, d24, d36, d48 or a model file\n", init);
+            return 1;
+        }
+        int version;
+        model_file_read_header(init, &cfg, &version);
+    }
+    if (a->T > cfg.max_seq_len) {
+        fprintf(stderr, "error: -t %d: longer than the model's max sequence length; expected T <= %d\n", a->T, cfg.max_seq_len);
+        return 1;
+    }
+    int N = a->plan_world_size == -1 ? 1 : a->plan_world_size;
+    if (N < 1) { fprintf(stderr, "error: -np %d: expected at least 1 rank\n", N); return 1; }
+    if (a->total_batch_tokens == TOTAL_BATCH_AUTO) {
+        fprintf(stderr, "error: -d auto: a plan is for one batch; expected -d TOKENS (a multiple of B*T*ranks) or -1\n");
+        return 1;
+    }
+    long long per_micro = (long long)a->B * a->T * N;
+    long long total = a->total_batch_tokens == -1 ? per_micro : a->total_batch_tokens;
+    if (total % per_micro != 0) {
+        fprintf(stderr, "error: -d %lld: not a multiple of B*T*ranks = %d*%d*%d = %lld; expected a multiple of %lld\n", total, a->B,
+                a->T, N, per_micro, per_micro);
+        return 1;
+    }
+    PlanMachine m;
+    int is_cpu = 0;
+    if (plan_machine_parse(a->plan_machine, &m, &is_cpu) != 0) return 1;
+    if (a->plan_ranks_per_node > 0) m.ranks_per_node = a->plan_ranks_per_node;
+    PlanModel pm;
+    memset(&pm, 0, sizeof(pm));
+    pm.config = &cfg;
+    pm.B = a->B;
+    pm.T = a->T;
+    pm.grad_accum_steps = (int)(total / per_micro);
+    pm.world_size = N;
+    ParamLayout layout;
+    param_layout_build(&layout, &cfg, N, ZERO_ALIGN);
+    fill(&pm, &layout, &m, is_cpu);
+    param_layout_free(&layout);
+    return plan_print(&pm, &m, a->init, a->trace_path, stdout);
+}
+
+#endif // COMMON_PLAN_SETUP_H

@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# The timeline trace (-tr, zero/trace.h) and the planner (--plan, zero/plan.h) against what the
+# engine counts and prints (tests/trace_check.py; unit sizes and ring counts recomputed there).
+#   1. CPU build, 2 ranks, stages 0-3 (and 3 ranks, stage 2, 2 micro-steps), 5 steps of d2,
+#      steps 2-3 traced: one file and process per rank with a compute and a communication track;
+#      step > unit/phase > wait spans nest; each collective's elements and bytes equal the ring
+#      count of its kind and unit; each step's collectives add up to the log's sent elements and
+#      DESIGN.md's formula (exact); rank 0's waits add up to the log's comm wait (within 0.05 ms:
+#      the same intervals, summed, the log printing 3 decimals; measured difference <= 0.001 ms).
+#   2. Tracing changes nothing it traces: the losses with and without -tr are identical (6
+#      decimals), and without -tr no file is written.
+#   3. --plan: for each of those runs the plan's bytes per rank (params, grads, optimizer,
+#      working units, the rings' receive buffer, activations) and elements sent per step equal
+#      the run's, exactly.
+#      The plan's step time on this CPU (--plan cpu, measured sgemm rate) against the run's
+#      measured mean step: printed as INFO (a gap, not a test: timings here are shared-core noise).
+#      With ranks sharing the cores, the plan measures one rank's rates with as many running at
+#      once (a node's ranks x hosts_here) and its compute uses those: the counts are checked.
+#   4. scripts/plot_timeline.py draws a PNG of a traced step and of a predicted one.
+#   5. The GPU build's trace (CUDA events read after the run) in the CPU emulation of CUDA
+#      (dev/emu), 2 ranks, stage 3: the same checks as 1 with bf16 bytes, and the GPU build's plan
+#      against that run as in 3 (SKIP without CUDA headers).
+#   6. Bad flags: one error line, exit 1.
+# About 60 s on 2 cores once built (the emulated run is half of it).
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/zero_common.sh"
+zero_setup
+
+# trun N STAGE NAME ARGS: zrun with 5 steps, no val, no checkpoints, steps 2-3 traced to $ZT/NAME.json.
+trun() {
+    local n=$1 stage=$2 name=$3; shift 3
+    zrun "$n" "$stage" "$ZT/$name" -x 5 -v 0 -n 0 -tr "$ZT/$name.json" -ts 2-3 "$@"
+}
+declare -A plan_args
+for stage in 0 1 2 3; do trun 2 "$stage" "z${stage}_np2" -b 4 && plan_args[z${stage}_np2]="-b 4 -np 2"; done
+trun 3 2 z2_np3_accum2 -b 2 -d 96 && plan_args[z2_np3_accum2]="-b 2 -d 96 -np 3"
+for name in z0_np2 z1_np2 z2_np2 z3_np2 z2_np3_accum2; do
+    if [ -z "${plan_args[$name]:-}" ]; then echo "FAIL trace_${name}_runs: $(tail -2 "$ZT/$name.out" | tr '\n' ' ')"; continue; fi
+    check "trace_${name}_tracks_nesting_bytes_waits_match_log" python3 tests/trace_check.py trace "$ZT/$name" "$ZT/$name.json"
+    # shellcheck disable=SC2086
+    build/train_gpt2_z0 --plan h100 -e d2 -t 8 ${plan_args[$name]} >"$ZT/$name.plan" 2>&1
+    check "plan_${name}_bytes_and_sent_equal_engine" python3 tests/trace_check.py plan "$ZT/$name.plan" "$ZT/$name"
+done
+
+# 2. Off: same losses, no file.
+if zrun 2 3 "$ZT/z3_off" -b 4 -x 5 -v 0 -n 0; then
+    check trace_off_same_losses zcheck same "$ZT/z3_np2" "$ZT/z3_off"
+    check trace_off_writes_nothing test -z "$(ls "$ZT"/z3_off*.json 2>/dev/null)"
+else
+    echo "FAIL trace_off_runs: $(tail -2 "$ZT/z3_off.out" | tr '\n' ' ')"
+fi
+
+# 3. The plan's step time on this CPU against the measured runs (steps 2-5; step 1 warms up).
+for stage in 0 3; do
+    [ -f "$ZT/z${stage}_np2/log.jsonl" ] || continue
+    build/train_gpt2_z0 --plan cpu -e d2 -t 8 -b 4 -np 2 >"$ZT/cpu$stage.plan" 2>&1
+    echo "INFO plan_cpu_stage${stage}_np2: $(python3 - "$ZT/cpu$stage.plan" "$ZT/z${stage}_np2" "$stage" <<'PY'
+import json, sys
+plan = [json.loads(l[10:]) for l in open(sys.argv[1]) if l.startswith("plan_json ")][int(sys.argv[3])]
+train = [r for r in map(json.loads, open(sys.argv[2] + "/log.jsonl")) if r["kind"] == "train" and r["step"] >= 2]
+ms = sum(r["ms"] for r in train) / len(train); wait = sum(r["comm_wait_ms"] for r in train) / len(train)
+print(f"predicted step {plan['step_ms']:.1f} ms (exposed {plan['exposed_ms']:.1f}), measured {ms:.1f} ms "
+      f"(comm wait {wait:.1f}): gap {100 * (plan['step_ms'] - ms) / ms:+.0f}%")
+PY
+) | load $(cut -d' ' -f1-3 /proc/loadavg)"
+done
+
+# 3b. When ranks share these cores, the plan's per-rank rates are measured with all of them
+#     running at once (cpu/measure.h): as many as share them (a node's ranks, times hosts_here
+#     simulated nodes), and those rates are the ones its compute uses. Counts, not speeds.
+plan_sharing() { # ARGS...: the plan_json's ranks measured at once, and whether its rank_flops is that measurement's
+    build/train_gpt2_z0 --plan "$@" -e d2 -t 8 -b 2 2>&1 | python3 -c '
+import json, re, sys
+out = sys.stdin.read()
+plan = [json.loads(l[10:]) for l in out.splitlines() if l.startswith("plan_json ")][0]
+m = re.search(r"one rank of (\d+) at once on \d+ cores: the slowest ([0-9.]+) GFLOP/s", out)
+same = m is not None and abs(plan["rank_flops"] / 1e9 - float(m.group(2))) <= 0.05 + 1e-3 * float(m.group(2))
+print(plan["rank_rates_ranks"], "uses_it" if same or m is None else "differs")'
+}
+check plan_cpu_measures_4_ranks_at_once_for_2_hosts_here test "$(OMP_NUM_THREADS=1 plan_sharing cpu,rpn=2,hosts_here=2 -np 4)" = "4 uses_it"
+check plan_cpu_measures_a_nodes_2_ranks_at_once test "$(OMP_NUM_THREADS=1 plan_sharing cpu,rpn=2 -np 4)" = "2 uses_it"
+check plan_cpu_one_rank_measures_alone test "$(OMP_NUM_THREADS=1 plan_sharing cpu -np 1)" = "0 uses_it"
+
+# 4. The pictures.
+if python3 -c "import matplotlib" 2>/dev/null; then
+    check plot_timeline_png_of_traced_step python3 scripts/plot_timeline.py "$ZT/z3_np2.json" --step 3 --out "$ZT/z3.png"
+    check plot_timeline_png_is_an_image python3 -c "import sys; d=open(sys.argv[1],'rb').read(); sys.exit(0 if d[:8]==b'\x89PNG\r\n\x1a\n' and len(d)>10000 else 1)" "$ZT/z3.png"
+    build/train_gpt2_z0 --plan h100 -e d2 -t 8 -b 4 -np 2 -tr "$ZT/pred.json" >/dev/null 2>&1
+    check plot_timeline_png_of_predicted_step python3 scripts/plot_timeline.py "$ZT/pred.plan.stage3.json" --out "$ZT/pred.png"
+else
+    echo "SKIP plot_timeline: matplotlib not installed (scripts/setup.sh installs it)"
+fi
+
+# 5. The GPU build in the CPU emulation of CUDA: events recorded on the streams, read after the run.
+[ -d /usr/local/cuda/include ] && export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_runtime.h" ]; then
+    echo "SKIP trace_emu_gpu: no CUDA toolkit headers"
+elif ! make -s -j2 build/emu/train_gpt2cu_z3 >"$ZT/emu_make" 2>&1; then
+    echo "FAIL trace_emu_gpu_build: $(grep -m3 error "$ZT/emu_make" | tr '\n' ' ')"
+else
+    mkdir -p "$ZT/emu" && python3 tests/markov_shards.py "$ZT/emu" 1000 20000 4000 7
+    if timeout 600 mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT=2 -np 2 build/emu/train_gpt2cu_z3 \
+           -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -x 3 -v 0 -n 0 -l 1e-3 -s 0 -i "$ZT/emu/train.bin" -o "$ZT/emu_z3" \
+           -tr "$ZT/emu_z3.json" -ts 2 >"$ZT/emu_z3.out" 2>&1; then
+        check trace_emu_gpu_z3_np2_tracks_nesting_bytes_waits_match_log python3 tests/trace_check.py trace "$ZT/emu_z3" "$ZT/emu_z3.json"
+        # The GPU build's plan (bf16 + fp32 master, fp32 gradient accumulation, its device buffers) against that run.
+        build/emu/train_gpt2cu_z3 --plan h100 -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -np 2 >"$ZT/emu_z3.plan" 2>&1
+        check plan_emu_gpu_z3_np2_bytes_and_sent_equal_engine python3 tests/trace_check.py plan "$ZT/emu_z3.plan" "$ZT/emu_z3"
+    else
+        echo "FAIL trace_emu_gpu_z3_np2_runs: $(grep -v -i tokenizer "$ZT/emu_z3.out" | tail -3 | tr '\n' ' ')"
+    fi
+fi
+
+# 6. Bad flags.
+check_fails trace_bad_name "error: -tr $ZT/t.txt: not a .json file name" build/train_gpt2_z0 -e d2 -t 8 -x 1 -v 0 -i "$ZT/train.bin" -tr "$ZT/t.txt"
+check_fails trace_bad_steps "error: -ts 3-2: not a step range" build/train_gpt2_z0 -e d2 -t 8 -x 1 -i "$ZT/train.bin" -tr "$ZT/t.json" -ts 3-2
+check_fails plan_unknown_machine "error: --plan a100: unknown machine 'a100'" build/train_gpt2_z0 --plan a100 -e d2
+check_fails plan_bad_override "error: --plan h100,gemm_eff: 'gemm_eff' is not key=number" build/train_gpt2_z0 --plan h100,gemm_eff -e d2
+check_fails plan_world_without_plan "error: -np: only plans take a world" build/train_gpt2_z0 -e d2 -np 8
+check_fails plan_batch_not_multiple "error: -d 100: not a multiple of B\*T\*ranks" build/train_gpt2_z0 --plan h100 -e d2 -b 4 -t 8 -np 2 -d 100

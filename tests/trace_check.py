@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""Checks on the timeline trace (-tr, zero/trace.h) and the planner (--plan, zero/plan.h) against
+a run's own log (DIR/log.jsonl). Exit 0 = pass; the line printed says what was compared. The unit
+sizes and ring counts are recomputed here from the model config (not read from the C code).
+
+  trace RUN TRACE [--wait-tol-ms X]
+      TRACE is the -tr FILE of RUN (FILE.rank<R>.json for every rank R of the run):
+      - one file per rank, each one process (pid = rank) named "rank R", with a "compute" (tid 0)
+        and a "communication" (tid 1) track, every event on one of them;
+      - every traced step has one step span per rank; each forward/backward/optimizer span lies
+        inside its step, they do not overlap, and every wait lies inside one of them; per
+        micro-step, forward and backward each have one span per wte vocab-chunk unit in the
+        encoder and one per chunk in the LM head (K = the log's wte_units), one per layer and the
+        final LayerNorm;
+      - every collective's elements equal the ring count for its kind and unit (all-reduce
+        2n(N-1)/N, reduce-scatter and all-gather n(N-1)/N, n = the unit padded to N x 64, the
+        units recomputed from the model config with wte's vocab chunks as zero_logcheck.py does),
+        its bytes = elements x element_bytes, and the collectives of each traced step add up to
+        the step's sent_elements in the log (rank 0's) and to DESIGN.md's formula (with E, the
+        wte units' second reduction and third gather at stages 2, 3);
+      - rank 0's waits in each step add up to the log's comm_wait_ms (within X ms, default 0.05:
+        both sum the same intervals, the log printing 3 decimals; measured on the CPU build at
+        most 0.0005 ms; a GPU build adds each wait's float-ms event resolution, see below).
+  plan PLAN_OUT RUN
+      PLAN_OUT is the stdout of --plan for RUN's model, batch and world: the plan_json line of
+      RUN's stage has the run's bytes per rank (params, grads, optimizer, working units, the
+      rings' receive buffer, activations: the config record) and sent elements per step (every train record) exactly.
+"""
+import glob
+import json
+import sys
+
+from zero_logcheck import layout_units
+
+ALIGN = 64  # ZERO_ALIGN in zero.cuh
+KIND_FACTOR = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}
+
+
+def log_records(run):
+    recs = [json.loads(line) for line in open(f"{run}/log.jsonl")]
+    cfg = next(r for r in recs if r["kind"] == "config")
+    train = {r["step"]: r for r in recs if r["kind"] == "train"}
+    return cfg, train
+
+
+def unit_numels(cfg, n):
+    """Each unit's padded element count in layout order (embedding with wte's first chunk, layers,
+    final LayerNorm, wte's other chunks) for n ranks, and the indices of the units holding wte."""
+    units, wte = layout_units(cfg, "wte_units" in cfg)
+    q = n * ALIGN
+    return [(u + q - 1) // q * q for u in units], wte
+
+
+def sent_formula(stage, psi, e, n, a):
+    # DESIGN.md's rows (zero/layout.h: zero_elements_sent_formula), per rank per step; e = E
+    if n == 1:
+        return 0
+    per, emb = psi // n * (n - 1), e // n * (n - 1)
+    return {0: 2 * per, 1: 2 * per, 2: (a + 1) * per + a * emb, 3: 3 * a * per + 2 * a * emb}[stage]
+
+
+def check_trace(run, stem, wait_tol_ms):
+    cfg, train = log_records(run)
+    n, stage, a = cfg["world_size"], cfg["zero_stage"], cfg["grad_accum_steps"]
+    numels, wte = unit_numels(cfg, n)
+    psi, e_wte, K = sum(numels), sum(numels[i] for i in wte), len(wte)
+    if cfg.get("wte_units", 1) != K:
+        return f"wte units: log {cfg.get('wte_units')}, recomputed {K}"
+    files = sorted(glob.glob(glob.escape(stem[:-5]) + ".rank*.json"))
+    if len(files) != n:
+        return f"{len(files)} trace files for {n} ranks ({stem[:-5]}.rank*.json)"
+    problems, n_comm, n_wait = [], 0, 0
+    step_sums = {}
+    for path in files:
+        d = json.load(open(path))
+        other, events = d["otherData"], d["traceEvents"]
+        r = other["rank"]
+        if path != f"{stem[:-5]}.rank{r}.json" or other["world_size"] != n or other["zero_stage"] != stage:
+            problems.append(f"{path}: rank {r}, world {other['world_size']}, stage {other['zero_stage']}")
+        if other.get("dropped", 0):
+            problems.append(f"{path}: {other['dropped']} events dropped")
+        meta = {(e["name"], e["tid"]): e["args"] for e in events if e["ph"] == "M"}
+        if meta.get(("thread_name", 0), {}).get("name") != "compute" or \
+           meta.get(("thread_name", 1), {}).get("name") != "communication" or \
+           not meta.get(("process_name", 0), {}).get("name", "").startswith(f"rank {r} "):
+            problems.append(f"{path}: process/track names {meta}")
+        spans = [e for e in events if e["ph"] == "X"]
+        if any(e["pid"] != r for e in events) or any(e["tid"] not in (0, 1) for e in spans):
+            problems.append(f"{path}: an event outside process {r} or its two tracks")
+        steps = {e["args"]["step"]: e for e in spans if e["cat"] == "step"}
+        want = list(range(other["first_step"], other["last_step"] + 1))
+        if sorted(steps) != want:
+            problems.append(f"{path}: step spans {sorted(steps)}, expected {want}")
+            continue
+        # Resolution of the times, in us: the file prints 3 decimals; a GPU build's device times
+        # come from cudaEventElapsedTime against one anchor, a float of milliseconds (24-bit
+        # mantissa: 2^-23 of the time since the anchor, 5 us at 45 s), beside host clock times.
+        gpu = other.get("build") == "gpu"
+        eps_at = lambda t: 0.002 + (2 * t * 2.0 ** -23 if gpu else 0.0)
+        inside = lambda x, y: x["ts"] >= y["ts"] - eps_at(y["ts"]) and \
+            x["ts"] + x["dur"] <= y["ts"] + y["dur"] + eps_at(y["ts"] + y["dur"])
+        compute = sorted((e for e in spans if e["cat"] in ("forward", "backward", "optimizer")), key=lambda e: e["ts"])
+        for e in compute:
+            s = steps.get(e["args"]["step"])
+            if s is None or not inside(e, s):
+                problems.append(f"{path}: '{e['name']}' at {e['ts']} outside its step {e['args']['step']}")
+        for x, y in zip(compute, compute[1:]):
+            if x["ts"] + x["dur"] > y["ts"] + eps_at(y["ts"]):
+                problems.append(f"{path}: '{x['name']}' overlaps '{y['name']}'")
+        for s in want:  # each step: forward and backward of every unit per micro-step, and the optimizer
+            names = [e["name"] for e in compute if e["args"]["step"] == s]
+            expect = a * (2 * (cfg["L"] + 1 + 2 * K)) + 1  # encoder and LM head: one span per chunk
+            if len(names) != expect or names[-1] != "optimizer":
+                problems.append(f"{path}: step {s}: {len(names)} compute spans, expected {expect} ending in the optimizer")
+        waits = [e for e in spans if e["cat"] == "wait"]
+        n_wait += len(waits)
+        for w in waits:
+            if not any(inside(w, c) for c in compute):
+                problems.append(f"{path}: '{w['name']}' at {w['ts']} inside no compute span")
+        if r == 0:
+            for s in want:
+                mine = [w for w in waits if w["args"]["step"] == s]
+                waited = sum(w["dur"] for w in mine) / 1e3
+                logged = train[s]["comm_wait_ms"]
+                # GPU: each wait's two device times carry the float resolution above
+                tol = wait_tol_ms + sum(2 * (eps_at(w["ts"]) - 0.002) for w in mine) / 1e3
+                if abs(waited - logged) > tol:
+                    problems.append(f"rank 0 step {s}: waits add up to {waited:.4f} ms, the log says {logged:.3f} ms")
+        for c in (e for e in spans if e["cat"] == "comm"):
+            n_comm += 1
+            kind, unit, el = c["args"]["kind"], c["args"]["unit"], c["args"]["elements"]
+            want_el = 0 if kind == "scalar all_reduce" else KIND_FACTOR[kind] * numels[unit] * (n - 1) // n
+            if el != want_el or c["args"]["bytes"] != el * other["element_bytes"]:
+                problems.append(f"{path}: '{c['name']}' {el} elements, {c['args']['bytes']} bytes; expected {want_el}")
+            key = (r, c["args"]["step"])
+            step_sums[key] = step_sums.get(key, 0) + el
+        for s in want:
+            got = step_sums.get((r, s), 0)
+            if got != train[s]["sent_elements"] or got != sent_formula(stage, psi, e_wte, n, a):
+                problems.append(f"{path}: step {s}: collectives send {got} elements; log {train[s]['sent_elements']}, "
+                                f"formula {sent_formula(stage, psi, e_wte, n, a)}")
+    print(f"{n} ranks, stage {stage}: {n_comm} collectives, {n_wait} waits; " +
+          (f"{len(problems)} problems, first: {problems[0]}" if problems else "tracks, nesting, bytes and waits as the log says"))
+    return 1 if problems else 0
+
+
+def check_plan(plan_out, run):
+    cfg, train = log_records(run)
+    plans = [json.loads(line[len("plan_json "):]) for line in open(plan_out) if line.startswith("plan_json ")]
+    p = next((p for p in plans if p["stage"] == cfg["zero_stage"]), None)
+    if p is None or p["world_size"] != cfg["world_size"] or p["grad_accum_steps"] != cfg["grad_accum_steps"]:
+        print(f"{plan_out}: no plan for stage {cfg['zero_stage']}, N {cfg['world_size']}, A {cfg['grad_accum_steps']}")
+        return 1
+    fields = ["bytes_params", "bytes_grads", "bytes_optimizer", "bytes_working", "bytes_ring", "bytes_activations"]
+    diff = [f"{f} plan {p[f]} run {cfg[f]}" for f in fields if p[f] != cfg[f]]
+    diff += [f"step {s} sent plan {p['sent_elements']} run {t['sent_elements']}" for s, t in sorted(train.items())
+             if t["sent_elements"] != p["sent_elements"]]
+    if p["padded_parameters"] != cfg["padded_parameters"]:
+        diff.append(f"padded parameters plan {p['padded_parameters']} run {cfg['padded_parameters']}")
+    print(f"stage {p['stage']} N {p['world_size']}: {len(fields)} byte counts and {len(train)} steps' sent elements: " +
+          (f"{len(diff)} differ: {'; '.join(diff[:3])}" if diff else "equal"))
+    return 1 if diff else 0
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "trace":
+        tol = float(args[args.index("--wait-tol-ms") + 1]) if "--wait-tol-ms" in args else 0.05
+        res = check_trace(args[0], args[1], tol)
+        if isinstance(res, str):
+            print(res)
+            return 1
+        return res
+    if cmd == "plan":
+        return check_plan(args[0], args[1])
+    print(f"usage: {sys.argv[0]} trace RUN TRACE | plan PLAN_OUT RUN")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

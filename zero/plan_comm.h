@@ -1,0 +1,53 @@
+/*
+ * zero/plan_comm.h: the planner's collective times, an alpha-beta model of ring collectives
+ * (Thakur, Rabenseifner and Gropp 2005, "Optimization of Collective Communication Operations in
+ * MPICH", sec. 2): over N ranks a ring step moves one chunk of n/N elements per rank, costs
+ * alpha + chunk bytes / beta, and a reduce-scatter or all-gather takes N-1 steps, an all-reduce
+ * 2(N-1) (the CPU build's rings, zero/comm_ring.h, step for step; NCCL's ring algorithm, whose
+ * "bus bandwidth" is this beta: nccl-tests doc/PERFORMANCE.md). Ranks are placed node by node,
+ * so with several nodes every step crosses nodes on the ring's node-boundary edges; each node
+ * then pushes one rank's volume through its NICs: beta = min(intra-node per-rank bandwidth, the
+ * node's inter-node bandwidth), alpha = the larger latency. Part of the ZeRO engine's planner
+ * (the map is in zero.cuh; the overview in zero/plan.h).
+ */
+#ifndef ZERO_PLAN_COMM_H
+#define ZERO_PLAN_COMM_H
+#ifndef ZERO_CUH
+#error "zero/plan_comm.h is part of the ZeRO engine; include zero.cuh"
+#endif
+
+typedef struct {
+    int N, nodes;
+    double alpha, beta;   // per ring step: latency, bytes/s
+    double reduce_bw;     // CPU: the chunk addition's memory bandwidth (0: free)
+    int element_bytes;
+} PlanNet;
+
+static PlanNet plan_net(const PlanMachine* m, int N, int element_bytes) {
+    PlanNet net = {N, 1, m->intra_lat, m->intra_bw, m->reduce_on_cpu ? m->mem_bw : 0.0, element_bytes};
+    int rpn = m->ranks_per_node > 0 ? m->ranks_per_node : N;
+    net.nodes = (N + rpn - 1) / rpn;
+    if (net.nodes > 1) {
+        net.alpha = fmax(m->intra_lat, m->inter_lat);
+        net.beta = fmin(rpn > 1 ? m->intra_bw : 1e300, m->inter_bw);
+    }
+    return net;
+}
+
+// Seconds for a ring collective of n elements (n divisible by N): `steps` ring steps of one
+// chunk, `reduce_steps` of them adding the received chunk (read two, write one).
+static double plan_ring_seconds(const PlanNet* net, size_t n, int steps, int reduce_steps) {
+    if (net->N == 1) return 0.0;
+    double chunk = (double)(n / (size_t)net->N) * net->element_bytes;
+    double t = steps * (net->alpha + chunk / net->beta);
+    if (net->reduce_bw > 0) t += reduce_steps * 3.0 * chunk / net->reduce_bw;
+    return t;
+}
+
+// A scalar all-reduce: recursive doubling, ceil(log2 N) exchanges there and back (latency only).
+static double plan_scalar_seconds(const PlanNet* net) {
+    if (net->N == 1) return 0.0;
+    return 2.0 * ceil(log2((double)net->N)) * net->alpha;
+}
+
+#endif // ZERO_PLAN_COMM_H

@@ -1,0 +1,137 @@
+/*
+ * zero/plan_machine.h: the planner's machine (--plan MACHINE): device FLOP/s and memory, the
+ * links within and across nodes (bandwidth, latency per ring step), presets for H100/H200 nodes
+ * and this CPU, and the key=value overrides. Part of the ZeRO engine's planner (the map is in
+ * zero.cuh; the planner's overview in zero/plan.h).
+ */
+#ifndef ZERO_PLAN_MACHINE_H
+#define ZERO_PLAN_MACHINE_H
+#ifndef ZERO_CUH
+#error "zero/plan_machine.h is part of the ZeRO engine; include zero.cuh"
+#endif
+
+typedef struct {
+    char name[400];
+    double peak_flops;     // per device (MFU's denominator): bf16 dense tensor cores, or the measured sgemm rate
+    double gemm_eff;       // fraction of peak_flops the GEMMs run at
+    double mem_bw;         // bytes/s per device for element-wise ops and the optimizer
+    double memory;         // bytes per device (CPU: the host's memory, shared by its ranks)
+    double reserve;        // bytes per device the runtime takes besides the engine and activations
+    int ranks_per_node;
+    double intra_bw, intra_lat; // within a node: bytes/s per rank (a ring edge), seconds per ring step
+    double inter_bw, inter_lat; // across nodes: bytes/s per node (all its NICs), seconds per ring step
+    int cores, threads_per_rank; // CPU: ranks on one node share its cores; 0 on a GPU
+    int reduce_on_cpu;     // ring reductions (adding a received chunk) run on the CPU at mem_bw
+    int hosts_here;        // CPU: nodes simulated on this one machine (tests/cluster.sh), their ranks sharing its cores
+    // The slowest rank's rates measured while the ranks that share its cores run at once (cpu:
+    // cpu/measure.h's measure_rank_rates; a step waits for its slowest rank), with how many ran;
+    // 0: derive them from peak_flops, gemm_eff, mem_bw and the cores' share (plan_rank_rates,
+    // zero/plan_compute.h).
+    double rank_flops, rank_mem_bw;
+    int rank_rates_ranks;
+} PlanMachine;
+
+/*
+ * Presets (nominal datasheet values; the efficiencies are assumptions, each overridable):
+ *   h100  node of 8 x H100 SXM 80 GB: 989 TFLOP/s bf16 dense, 3.35 TB/s HBM3; NVLink 4 450 GB/s
+ *         per GPU per direction; 8 x 400 Gb/s InfiniBand NDR per node (400 GB/s); latencies
+ *         1 us (NVLink) and 5 us (IB) per ring step (assumed)
+ *   h200  the same node with H200 SXM 141 GB, 4.8 TB/s HBM3e
+ *   cpu   this machine (filled in by the CPU trainer: measured sgemm rate and memory bandwidth,
+ *         its cores, threads per rank from OMP_NUM_THREADS; when ranks share its cores, the
+ *         rates one rank gets with all of them running at once, cpu/measure.h); ranks on one host talk through
+ *         Open MPI's shared memory: 3 GB/s and 60 us per ring step are assumptions (a copy at
+ *         memory speed, the progress thread's 50 us poll); dev/bench/plan_check.sh prints the
+ *         bandwidth the trace shows the collectives achieving beside them (far lower when the
+ *         ranks' cores are busy: the ring advances only when a progress thread gets a core)
+ * GEMM efficiency on the GPUs: 0.7 of peak (assumed; gpu_check.sh measures it when a GPU is
+ * at hand), element-wise kernels at 0.8 of the memory bandwidth (assumed).
+ */
+static int plan_machine_preset(const char* name, PlanMachine* m) {
+    memset(m, 0, sizeof(*m));
+    if (strcmp(name, "h100") == 0 || strcmp(name, "h200") == 0) {
+        int h200 = name[3] == '2';
+        snprintf(m->name, sizeof(m->name), "%s: nodes of 8 x %s SXM, NVLink 4 + 8 x 400 Gb/s InfiniBand", name, h200 ? "H200" : "H100");
+        m->peak_flops = 989e12;
+        m->gemm_eff = 0.7;
+        m->mem_bw = (h200 ? 4.8e12 : 3.35e12) * 0.8;
+        m->memory = h200 ? 141e9 : 80e9;
+        m->reserve = 2.0 * 1073741824.0; // CUDA context, cuBLASLt workspace, NCCL buffers (assumed)
+        m->ranks_per_node = 8;
+        m->intra_bw = 450e9;
+        m->intra_lat = 1e-6;
+        m->inter_bw = 8 * 400e9 / 8;
+        m->inter_lat = 5e-6;
+        return 0;
+    }
+    if (strcmp(name, "cpu") == 0) {
+        snprintf(m->name, sizeof(m->name), "cpu: this machine");
+        m->gemm_eff = 1.0; // peak_flops is the measured sgemm rate itself
+        m->ranks_per_node = 0; // all ranks on this host unless -rpn says otherwise
+        m->intra_bw = 3.0e9;   // Open MPI shared memory, one rank's ring edge (assumed; see above)
+        m->intra_lat = 60e-6;  // a ring step waits for the progress thread's poll (50 us, zero/progress_cpu.h)
+        m->inter_bw = 1e9 / 8; // 1 Gbit/s Ethernet unless overridden
+        m->inter_lat = 100e-6;
+        m->reduce_on_cpu = 1;
+        return 0;
+    }
+    return -1;
+}
+
+/*
+ * MACHINE: a preset name, then optional key=value overrides, comma-separated, e.g.
+ * "h100,gemm_eff=0.6" or "cpu,rpn=1,inter_gbit=0.1". Keys: peak_tflops, gemm_eff, mem_gbs (GB/s),
+ * mem_gib (device memory), reserve_gib, rpn (ranks per node), intra_gbs (GB/s per rank),
+ * intra_us, inter_gbit (Gbit/s per node), inter_us, inter_eff (payload fraction of the link
+ * rate), cores (per node), threads (per rank), hosts_here (cpu: how many of the nodes are
+ * simulated on this machine, sharing its cores: tests/cluster.sh). Returns 0, or -1 after
+ * printing the error line.
+ */
+static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", spec);
+    char* save = NULL;
+    char* tok = strtok_r(buf, ",", &save);
+    if (tok == NULL || plan_machine_preset(tok, m) != 0) {
+        fprintf(stderr, "error: --plan %s: unknown machine '%s'; expected h100, h200 or cpu, then key=value overrides\n", spec, tok ? tok : "");
+        return -1;
+    }
+    *is_cpu = strcmp(tok, "cpu") == 0;
+    double inter_eff = 1.0;
+    int overridden = 0;
+    while ((tok = strtok_r(NULL, ",", &save)) != NULL) {
+        char* eq = strchr(tok, '=');
+        char* end = NULL;
+        double v = eq ? strtod(eq + 1, &end) : 0.0;
+        if (eq == NULL || end == eq + 1 || *end != '\0' || !(v >= 0.0) || !isfinite(v)) {
+            fprintf(stderr, "error: --plan %s: '%s' is not key=number; expected e.g. inter_gbit=100\n", spec, tok);
+            return -1;
+        }
+        *eq = '\0';
+        overridden = 1;
+        if (strcmp(tok, "peak_tflops") == 0) m->peak_flops = v * 1e12;
+        else if (strcmp(tok, "gemm_eff") == 0) m->gemm_eff = v;
+        else if (strcmp(tok, "mem_gbs") == 0) m->mem_bw = v * 1e9;
+        else if (strcmp(tok, "mem_gib") == 0) m->memory = v * 1073741824.0;
+        else if (strcmp(tok, "reserve_gib") == 0) m->reserve = v * 1073741824.0;
+        else if (strcmp(tok, "rpn") == 0) m->ranks_per_node = (int)v;
+        else if (strcmp(tok, "intra_gbs") == 0) m->intra_bw = v * 1e9;
+        else if (strcmp(tok, "intra_us") == 0) m->intra_lat = v * 1e-6;
+        else if (strcmp(tok, "inter_gbit") == 0) m->inter_bw = v * 1e9 / 8;
+        else if (strcmp(tok, "inter_us") == 0) m->inter_lat = v * 1e-6;
+        else if (strcmp(tok, "inter_eff") == 0) inter_eff = v;
+        else if (strcmp(tok, "cores") == 0) m->cores = (int)v;
+        else if (strcmp(tok, "threads") == 0) m->threads_per_rank = (int)v;
+        else if (strcmp(tok, "hosts_here") == 0) m->hosts_here = (int)v;
+        else {
+            fprintf(stderr, "error: --plan %s: unknown key '%s'; expected peak_tflops, gemm_eff, mem_gbs, mem_gib, reserve_gib, "
+                    "rpn, intra_gbs, intra_us, inter_gbit, inter_us, inter_eff, cores, threads or hosts_here\n", spec, tok);
+            return -1;
+        }
+    }
+    m->inter_bw *= inter_eff;
+    if (overridden) snprintf(m->name + strlen(m->name), sizeof(m->name) - strlen(m->name), " (%s)", spec);
+    return 0;
+}
+
+#endif // ZERO_PLAN_MACHINE_H

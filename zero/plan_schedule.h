@@ -1,0 +1,307 @@
+/*
+ * zero/plan_schedule.h: the engine's schedule, simulated as the engine runs it
+ * (zero/engine_cpu.h, engine_gpu.cuh): one compute timeline and one communication link that
+ * serves collectives one at a time in issue order (the GPU's comm stream; the CPU's queue of
+ * rings). Per micro-step: forward unit by unit (stage 3: all-gather each unit, the next one
+ * prefetched into one of the three working units; stages 1, 2: wait for the all-gather the last
+ * optimizer step started): the encoder over wte's K vocab-chunk units, the layers, the final
+ * LayerNorm, the tied LM head chunk by chunk (stage 3 gathers each chunk again); backward from
+ * the LM head, chunk by chunk, each chunk's LM-head gradient reduce-scattered right after it
+ * (stages 2, 3: zero_grads_unit_partly_ready), through the layers to the encoder, whose chunks
+ * are reduced a second time (stages 2, 3) or once (stages 0, 1, on the last micro-step only);
+ * each unit's collective issued as backward finishes it (stages 2, 3 into one of three gradient
+ * working units, so backward waits for the oldest when none is free), then the optimizer: wait
+ * for every collective, average, norm (one scalar all-reduce), AdamW on the owned slice unit by
+ * unit in the order forward uses them (wte's chunks first), stages 1, 2 all-gathering each unit
+ * right after its update, and the loss all-reduce. A chunk's encoder and LM-head work is the
+ * whole encoder's and LM head's times its share of wte's rows. Exposed communication is the time compute
+ * waits. Three steps are simulated and the third reported (the all-gathers of one step run into
+ * the next one's forward). Part of the ZeRO engine's planner (the map is in zero.cuh; the
+ * overview in zero/plan.h).
+ */
+#ifndef ZERO_PLAN_SCHEDULE_H
+#define ZERO_PLAN_SCHEDULE_H
+#ifndef ZERO_CUH
+#error "zero/plan_schedule.h is part of the ZeRO engine; include zero.cuh"
+#endif
+
+typedef struct { int unit; double done; long long age; } PlanSlot;
+
+typedef struct {
+    int stage, num_units, L;
+    const ParamLayout* layout;
+    const PlanNet* net;
+    double t, link_free, step_begin;
+    double exposed, comm_busy;
+    long long sent;
+    double* grad_done;   // stages 0, 1: each unit's gradient collective completes
+    double* param_done;  // stages 1, 2: each unit's all-gather completes
+    PlanSlot param_work[ZERO_WORKING_UNITS], grad_work[ZERO_WORKING_UNITS];
+    long long clock;
+    double shard_add_bytes_per_element; // CPU stages 2, 3: adding the reduced slice into the shard
+    double mem_bw;
+    ZeroTraceEvent* trace; int trace_count, trace_capacity, step; // the predicted timeline (--plan with -tr)
+} PlanSim;
+
+static void plan_sim_trace(PlanSim* s, int kind, int phase, int unit, int op_kind, double begin, double end, long long elements) {
+    if (s->trace == NULL || s->trace_count == s->trace_capacity || (kind != ZERO_TRACE_EV_STEP && end <= begin)) return;
+    ZeroTraceEvent* e = &s->trace[s->trace_count++];
+    memset(e, 0, sizeof(*e));
+    e->kind = kind; e->phase = phase; e->unit = unit; e->op_kind = op_kind; e->step = s->step;
+    e->begin = e->issued = begin; e->end = end; e->elements = elements; e->ev_begin = e->ev_end = -1;
+}
+
+// A collective of `seconds` issued now: the link serves it after the ones before it.
+static double plan_issue(PlanSim* s, ZeroOpKind kind, int unit, double seconds, long long elements) {
+    double start = fmax(s->t, s->link_free);
+    s->link_free = start + seconds;
+    s->comm_busy += seconds;
+    s->sent += elements;
+    plan_sim_trace(s, ZERO_TRACE_EV_COMM, 0, unit, kind, start, s->link_free, elements);
+    return s->link_free;
+}
+
+static void plan_wait(PlanSim* s, double done, ZeroOpKind kind, int unit) {
+    if (done > s->t) {
+        plan_sim_trace(s, ZERO_TRACE_EV_WAIT, 0, unit, kind, s->t, done, 0);
+        s->exposed += done - s->t;
+        s->t = done;
+    }
+}
+
+
+static void plan_compute(PlanSim* s, int phase, int unit, double seconds) {
+    plan_sim_trace(s, ZERO_TRACE_EV_COMPUTE, phase, unit, 0, s->t, s->t + seconds, 0);
+    s->t += seconds;
+}
+
+static PlanSlot* plan_find(PlanSlot* w, int unit) {
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (w[i].unit == unit) return &w[i];
+    return NULL;
+}
+
+// zero_work_take's rule: the first free working unit (all are the largest unit's size, wte being chunked).
+static PlanSlot* plan_take(PlanSim* s, PlanSlot* w, int unit) {
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (w[i].unit == -1) { w[i].unit = unit; w[i].age = ++s->clock; return &w[i]; }
+    return NULL;
+}
+
+static size_t plan_unit_numel(const PlanSim* s, int unit) { return s->layout->units[unit].padded_numel; }
+
+// Stage 3: gather `unit` into a free working unit (NULL if none is free).
+static PlanSlot* plan_gather(PlanSim* s, int unit) {
+    PlanSlot* w = plan_take(s, s->param_work, unit);
+    if (w == NULL) return NULL;
+    size_t n = plan_unit_numel(s, unit);
+    w->done = plan_issue(s, ZERO_OP_ALL_GATHER, unit, plan_ring_seconds(s->net, n, s->net->N - 1, 0),
+                         zero_ring_all_gather_elements(n, s->net->N));
+    return w;
+}
+
+static void plan_params(PlanSim* s, int unit) { // zero_params_unit
+    if (s->stage == 3) {
+        PlanSlot* w = plan_find(s->param_work, unit);
+        if (w == NULL) w = plan_gather(s, unit);
+        if (w != NULL) plan_wait(s, w->done, ZERO_OP_ALL_GATHER, unit);
+    } else if (s->stage == 1 || s->stage == 2) {
+        plan_wait(s, s->param_done[unit], ZERO_OP_ALL_GATHER, unit);
+        s->param_done[unit] = 0.0;
+    }
+}
+
+static void plan_prefetch(PlanSim* s, int unit) { // zero_params_prefetch
+    if (s->stage == 3 && plan_find(s->param_work, unit) == NULL) plan_gather(s, unit);
+}
+
+static void plan_params_done(PlanSim* s, int unit) { // zero_params_unit_done
+    PlanSlot* w = s->stage == 3 ? plan_find(s->param_work, unit) : NULL;
+    if (w != NULL) w->unit = -1;
+}
+
+static void plan_grad_finish(PlanSim* s, PlanSlot* w) { // zero_grad_work_finish
+    plan_wait(s, w->done, ZERO_OP_REDUCE_SCATTER, w->unit);
+    if (s->shard_add_bytes_per_element > 0)
+        plan_compute(s, ZERO_TRACE_BACKWARD, w->unit, (double)s->layout->units[w->unit].shard_numel * s->shard_add_bytes_per_element / s->mem_bw);
+    w->unit = -1;
+}
+
+static void plan_grads(PlanSim* s, int unit) { // zero_grads_unit (stages 2, 3: zero_grad_work_acquire)
+    if (s->stage < 2) return;
+    PlanSlot* w = plan_find(s->grad_work, unit);
+    if (w != NULL) plan_grad_finish(s, w);
+    if (plan_take(s, s->grad_work, unit) != NULL) return;
+    PlanSlot* oldest = NULL;
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (oldest == NULL || s->grad_work[i].age < oldest->age) oldest = &s->grad_work[i];
+    plan_grad_finish(s, oldest);
+    plan_take(s, s->grad_work, unit);
+}
+
+// zero_grads_unit_partly_ready: stages 2, 3 reduce-scatter a wte chunk's LM-head part now.
+static void plan_grads_reduce(PlanSim* s, int unit) {
+    size_t n = plan_unit_numel(s, unit);
+    int N = s->net->N;
+    PlanSlot* w = plan_find(s->grad_work, unit);
+    if (N == 1) { plan_grad_finish(s, w); return; }
+    w->done = plan_issue(s, ZERO_OP_REDUCE_SCATTER, unit, plan_ring_seconds(s->net, n, N - 1, N - 1), zero_ring_reduce_scatter_elements(n, N));
+}
+
+static void plan_grads_partly_ready(PlanSim* s, int unit) {
+    if (s->stage >= 2) plan_grads_reduce(s, unit);
+}
+
+static void plan_grads_ready(PlanSim* s, int unit, int last_micro_step) { // zero_grads_unit_ready
+    size_t n = plan_unit_numel(s, unit);
+    int N = s->net->N;
+    if (s->stage == 0 && last_micro_step)
+        s->grad_done[unit] = plan_issue(s, ZERO_OP_ALL_REDUCE, unit, plan_ring_seconds(s->net, n, 2 * (N - 1), N - 1),
+                                        zero_ring_all_reduce_elements(n, N));
+    else if (s->stage == 1 && last_micro_step)
+        s->grad_done[unit] = plan_issue(s, ZERO_OP_REDUCE_SCATTER, unit, plan_ring_seconds(s->net, n, N - 1, N - 1),
+                                        zero_ring_reduce_scatter_elements(n, N));
+    else if (s->stage >= 2)
+        plan_grads_reduce(s, unit);
+}
+
+typedef struct {
+    double compute_s, comm_s, exposed_s, step_s;
+    long long sent_elements; // per rank per step, summed over the simulated schedule's collectives
+} PlanStep;
+
+typedef struct {
+    double fwd[256 + 2], bwd[256 + 2], head_fwd, head_bwd, optimizer_per_element;
+    double scalar_s;
+} PlanTimes;
+
+// Wte's vocab chunk k's share of the vocabulary rows (its part of the encoder's and LM head's work).
+static double plan_wte_share(const ParamLayout* layout, int k) {
+    return (double)layout->tensors[wte_piece_index(layout, k)].shape[0] / (double)layout->config.padded_vocab_size;
+}
+
+// One step of the simulated schedule (the engine's calls in the model's order: train_gpt2.c's
+// gpt2_forward and gpt2_backward, the same in train_gpt2.cu).
+static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* compute_s) {
+    const ParamLayout* layout = s->layout;
+    int L = s->L, final_unit = L + 1, N = s->net->N, K = layout->num_wte_units;
+    double busy = 0.0;
+#define PLAN_RUN(phase, unit, seconds) do { plan_compute(s, phase, unit, seconds); busy += (seconds); } while (0)
+    for (int micro = 0; micro < A; micro++) {
+        int last = micro == A - 1;
+        // forward: the encoder chunk by chunk, the layers, the final LayerNorm, the LM head chunk by chunk
+        for (int k = 0; k < K; k++) {
+            int u = wte_unit(layout, k);
+            plan_params(s, u); plan_prefetch(s, k + 1 < K ? wte_unit(layout, k + 1) : 1);
+            PLAN_RUN(ZERO_TRACE_FORWARD, u, tm->fwd[0] * plan_wte_share(layout, k));
+            plan_params_done(s, u);
+        }
+        for (int l = 1; l <= L; l++) {
+            plan_params(s, l); plan_prefetch(s, l + 1 <= L ? l + 1 : final_unit);
+            PLAN_RUN(ZERO_TRACE_FORWARD, l, tm->fwd[l]);
+            plan_params_done(s, l);
+        }
+        plan_params(s, final_unit); plan_prefetch(s, wte_unit(layout, 0));
+        PLAN_RUN(ZERO_TRACE_FORWARD, final_unit, tm->fwd[final_unit]);
+        plan_params_done(s, final_unit);
+        for (int k = 0; k < K; k++) {
+            int u = wte_unit(layout, k);
+            plan_params(s, u); plan_prefetch(s, k + 1 < K ? wte_unit(layout, k + 1) : wte_unit(layout, 0)); // backward's first
+            PLAN_RUN(ZERO_TRACE_FORWARD, zero_trace_lm_head(k), tm->head_fwd * plan_wte_share(layout, k));
+            plan_params_done(s, u);
+        }
+        // backward: the LM head chunk by chunk, each chunk's LM-head gradient reduced right after it
+        for (int k = 0; k < K; k++) {
+            int u = wte_unit(layout, k);
+            plan_params(s, u); plan_prefetch(s, k + 1 < K ? wte_unit(layout, k + 1) : final_unit); plan_grads(s, u);
+            PLAN_RUN(ZERO_TRACE_BACKWARD, zero_trace_lm_head(k), tm->head_bwd * plan_wte_share(layout, k));
+            plan_params_done(s, u);
+            plan_grads_partly_ready(s, u);
+        }
+        plan_params(s, final_unit); plan_prefetch(s, L); plan_grads(s, final_unit);
+        PLAN_RUN(ZERO_TRACE_BACKWARD, final_unit, tm->bwd[final_unit]);
+        plan_params_done(s, final_unit);
+        plan_grads_ready(s, final_unit, last);
+        for (int l = L; l >= 1; l--) {
+            plan_params(s, l);
+            if (l > 1) plan_prefetch(s, l - 1);
+            plan_grads(s, l);
+            PLAN_RUN(ZERO_TRACE_BACKWARD, l, tm->bwd[l]);
+            plan_params_done(s, l);
+            plan_grads_ready(s, l, last);
+        }
+        for (int k = 0; k < K; k++) { // the encoder: each chunk's second part (stages 2, 3), or its only reduction
+            int u = wte_unit(layout, k);
+            plan_grads(s, u);
+            PLAN_RUN(ZERO_TRACE_BACKWARD, u, tm->bwd[0] * plan_wte_share(layout, k));
+            plan_grads_ready(s, u, last);
+        }
+    }
+    // optimizer (zero_optimizer_step)
+    for (int u = s->num_units - 1; s->stage <= 1 && u >= 0; u--) plan_wait(s, s->grad_done[u], s->stage == 0 ? ZERO_OP_ALL_REDUCE : ZERO_OP_REDUCE_SCATTER, u);
+    if (s->stage >= 2) {
+        for (;;) {
+            PlanSlot* oldest = NULL;
+            for (int i = 0; i < ZERO_WORKING_UNITS; i++)
+                if (s->grad_work[i].unit != -1 && (oldest == NULL || s->grad_work[i].age < oldest->age)) oldest = &s->grad_work[i];
+            if (oldest == NULL) break;
+            plan_grad_finish(s, oldest);
+        }
+    }
+    if (s->stage == 3)
+        for (int i = 0; i < ZERO_WORKING_UNITS; i++) { if (s->param_work[i].unit != -1) plan_wait(s, s->param_work[i].done, ZERO_OP_ALL_GATHER, s->param_work[i].unit); s->param_work[i].unit = -1; }
+    plan_wait(s, s->t + tm->scalar_s, ZERO_OP_SCALAR_ALL_REDUCE, -1); // grad norm
+    for (int i = 0; i < s->num_units; i++) {
+        int u = zero_unit_in_use_order(layout, i);
+        const ParamUnit* pu = &s->layout->units[u];
+        size_t owned = s->stage == 0 ? pu->padded_numel : pu->shard_numel;
+        PLAN_RUN(ZERO_TRACE_OPTIMIZER, u, (double)owned * tm->optimizer_per_element);
+        if (s->stage == 1 || s->stage == 2)
+            s->param_done[u] = plan_issue(s, ZERO_OP_ALL_GATHER, u, plan_ring_seconds(s->net, pu->padded_numel, N - 1, 0),
+                                          zero_ring_all_gather_elements(pu->padded_numel, N));
+    }
+    plan_wait(s, s->t + tm->scalar_s, ZERO_OP_SCALAR_ALL_REDUCE, -1); // mean loss
+#undef PLAN_RUN
+    *compute_s = busy;
+}
+
+/*
+ * Simulate three steps of `stage` and report the third. Optionally records the predicted
+ * timeline (trace, capacity events; *count set) as the trace's events, steps 1-3.
+ */
+static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNet* net, const PlanTimes* tm, int A,
+                              double shard_add_bytes_per_element, double mem_bw, ZeroTraceEvent* trace, int capacity, int* count) {
+    PlanSim s;
+    memset(&s, 0, sizeof(s));
+    s.stage = stage;
+    s.layout = layout;
+    s.num_units = layout->num_units;
+    s.L = layout->config.num_layers;
+    s.net = net;
+    s.grad_done = (double*)zero_calloc((size_t)s.num_units, sizeof(double), "plan");
+    s.param_done = (double*)zero_calloc((size_t)s.num_units, sizeof(double), "plan");
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++) s.param_work[i].unit = s.grad_work[i].unit = -1;
+    s.shard_add_bytes_per_element = stage >= 2 ? shard_add_bytes_per_element : 0.0;
+    s.mem_bw = mem_bw;
+    s.trace = trace;
+    s.trace_capacity = capacity;
+    PlanStep r = {0};
+    for (int step = 1; step <= 3; step++) {
+        s.step = step;
+        double begin = s.t, exposed0 = s.exposed, busy0 = s.comm_busy, compute = 0.0;
+        long long sent0 = s.sent;
+        plan_sim_trace(&s, ZERO_TRACE_EV_STEP, 0, -1, 0, begin, begin, 0); // placeholder, end set below
+        int step_event = s.trace_count - 1;
+        plan_sim_step(&s, tm, A, &compute);
+        if (s.trace != NULL && step_event >= 0 && step_event < s.trace_count && s.trace[step_event].kind == ZERO_TRACE_EV_STEP)
+            s.trace[step_event].end = s.t;
+        r.step_s = s.t - begin;
+        r.exposed_s = s.exposed - exposed0;
+        r.comm_s = s.comm_busy - busy0;
+        r.compute_s = compute;
+        r.sent_elements = s.sent - sent0;
+    }
+    if (count) *count = s.trace_count;
+    free(s.grad_done);
+    free(s.param_done);
+    return r;
+}
+
+#endif // ZERO_PLAN_SCHEDULE_H
