@@ -775,6 +775,10 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
            B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args->learning_rate,
            args->lr_schedule, args->warmup_steps, args->final_lr_fraction);
     batch_schedule_print_setup(batch);
+    if (z->pp) {
+        char pp_fields[768];
+        logger_record(logger, "zeropp_config", "%s", zero_pp_config_fields(z, grad_accum_steps, pp_fields, sizeof(pp_fields)));
+    }
     zero_print_accounting(z, grad_accum_steps, stdout);
     zero_pp_print_setup(z, grad_accum_steps, stdout);
     printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB (master + m + v), working units %.1f MiB, "
@@ -939,7 +943,7 @@ int main(int argc, char** argv) {
     gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size, &run.offload);
     ZeroEngine* z = &model.zero;
     z->timeout_s = args.collective_timeout_s;
-    zero_pp_setup(z, args.zeropp_qw, args.zeropp_qg, args.zeropp_qg_bits, args.zeropp_hp, args.zeropp_block);
+    zero_pp_setup(z, args.zeropp_qw, args.zeropp_qg, args.zeropp_qg_bits, args.zeropp_hp, args.zeropp_block, args.zeropp_grad_block);
     GNSMeter saved_gns; // the meter's EMAs from the checkpoint (none: steps 0)
     gns_init(&saved_gns, 0.0);
     if (start_step > 0) {

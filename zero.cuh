@@ -19,8 +19,9 @@
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
  *   zero/offload.h      ZeRO-Offload / ZeRO-Infinity: optimizer state and parameter shard on the
  *                       host or on NVMe (-zo, -zp, -zd), their file regions, staging and formulas
- *   zero/zeropp.h       ZeRO++ (CPU build): int8 forward all-gather (qwZ), secondary shard for
- *                       backward within a host (hpZ), int4 two-level gradient all-to-all (qgZ)
+ *   zero/zeropp.h       ZeRO++ (CPU build; flags and formulas for both): int8 forward all-gather
+ *                       (qwZ), secondary shard for backward within a host (hpZ), int4 two-level
+ *                       gradient all-to-all (qgZ)
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
  *   zero/plan_machine.h the planner's machine: presets (h100, h200, cpu) and overrides
@@ -32,7 +33,8 @@
  *   zero/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
  *   zero/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
  *   zero/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
- *   zero/zeropp_gpu.cuh GPU build: ZeRO++ qwZ (int8 forward all-gather of the master shard)
+ *   zero/zeropp_gpu.cuh GPU build: ZeRO++ qwZ, hpZ (secondary shard, group all-gather on a split
+ *                       communicator), qgZ (grouped ncclSend/ncclRecv of int4/int8 codes)
  *   zero/optimizer_gpu.cuh the GPU optimizer step: fp32 gradient norm, clipping on the device,
  *                       one AdamW launch, results read back asynchronously (two steps in flight)
  *   zero/checkpoint.h   checkpoint save and resume over either engine

@@ -248,6 +248,12 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
     if (args->zeropp_qw && N > 1)
         train_run_fail(run, "error: -qw 1: the host-staged MPI backend (ZERO_COMM=mpi) gathers bf16 values, not int8 packets; "
                        "expected -qw 0, or the NCCL build");
+    if (args->zeropp_hp != 1 && N > 1)
+        train_run_fail(run, "error: -hp %d: the host-staged MPI backend (ZERO_COMM=mpi) has no group communicator for hpZ's "
+                       "gather; expected -hp 1, or the NCCL build", args->zeropp_hp);
+    if (args->zeropp_qg && N > 1)
+        train_run_fail(run, "error: -qg 1: the host-staged MPI backend (ZERO_COMM=mpi) reduces bf16 values, not codes; "
+                       "expected -qg 0, or the NCCL build");
 #endif
     if (batch_schedule_from_args(&run->batch, args, B, T, N, err, sizeof(err)) != 0) train_run_fail(run, "%s", err);
     run->total_batch_tokens = run->batch.state.batch_tokens;

@@ -285,11 +285,12 @@ static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
         return w;
     }
     if (zero_offload_gpu_host_optimizer(z)) CUDA_CHECK(cudaStreamWaitEvent(z->comm, z->params_up[unit], 0)); // -zo: the update is up
-    if (zero_pp_device_param_gather(z, w, unit)) return w; // ZeRO++ qwZ: int8 packets (zero/zeropp_gpu.cuh)
+    if (zero_pp_device_param_gather(z, w, unit)) return w; // ZeRO++: qwZ packets, hpZ's group gather (zero/zeropp_gpu.cuh)
     // All-gather: shard_numel elements from each rank's parameter shard into the working unit
     // (padded_numel elements), so every rank holds the whole unit until zero_params_unit_done.
     zero_device_collective(z, &w->op, ZERO_OP_ALL_GATHER, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit), w->data,
                            u->padded_numel, unit, "parameters");
+    if (z->pp) zero_pp_device_gathered(z, w); // ZeRO++ hpZ: forward's gather keeps its secondary slice
     return w;
 }
 
@@ -393,16 +394,19 @@ static float* zero_grads_fp32_target(ZeroEngine* z, int unit, size_t* n) {
 // the GNS meter's local norm first, then in place on the comm stream, padded_numel elements in,
 // this rank's shard_numel reduced slice out at w->data + rank*shard_numel, then into the fp32
 // shard on the same stream: shard (+)= the reduced slice (the step's first reduction of the unit
-// sets it; a wte unit is reduced twice per micro-step, zero_grads_unit_partly_ready).
+// sets it; a wte unit is reduced twice per micro-step, zero_grads_unit_partly_ready). ZeRO++
+// qgZ (zero/zeropp_gpu.cuh) replaces both: its all-to-alls of codes sum into the shard in fp32.
 static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
     const ParamUnit* u = &z->layout->units[unit];
     if (z->measure_local_grad_norm) norm_squared_cuda(z->norm_device + 1, z->norm_scratch, w->data, u->padded_numel, 1, z->compute);
     zero_stream_after(z->comm, z->compute, z->compute_mark);
-    zero_device_collective(z, &w->op, ZERO_OP_REDUCE_SCATTER, NULL, w->data, u->padded_numel, unit, "gradients");
     size_t target_n;
     float* target = zero_grads_fp32_target(z, unit, &target_n);
-    grad_accumulate_cuda(target, w->data + (size_t)z->rank * u->shard_numel, target_n, z->grad_folds[unit] == 0 ? GRAD_SET : GRAD_ADD,
-                         z->comm);
+    if (!zero_pp_device_grad_reduce(z, w, unit, target, z->grad_folds[unit] == 0)) {
+        zero_device_collective(z, &w->op, ZERO_OP_REDUCE_SCATTER, NULL, w->data, u->padded_numel, unit, "gradients");
+        grad_accumulate_cuda(target, w->data + (size_t)z->rank * u->shard_numel, target_n,
+                             z->grad_folds[unit] == 0 ? GRAD_SET : GRAD_ADD, z->comm);
+    }
     CUDA_CHECK(cudaEventRecord(w->op.done, z->comm)); // done = reduced and added
     z->grad_folds[unit]++;
 }

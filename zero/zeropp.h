@@ -69,11 +69,7 @@
 
 // The flags alone (stage, formats): one error line in err, returns nonzero when they are wrong.
 static int zero_pp_check_flags(int qw, int qg, int qg_bits, int hp, int block, int stage, int gpu_build, char* err, size_t cap) {
-    if ((qg || hp != 1) && gpu_build) { // the GPU build has qwZ only (zero/zeropp_gpu.cuh)
-        snprintf(err, cap, "error: %s: hpZ and qgZ run in the CPU build only so far; expected %s in train_gpt2cu",
-                 qg ? "-qg 1" : "-hp", qg ? "-qg 0" : "-hp 1");
-        return 1;
-    }
+    (void)gpu_build; // both builds have all three (GPU: zero/zeropp_gpu.cuh)
     if (qw && stage != 3) {
         snprintf(err, cap, "error: -qw 1: quantized weights apply to the stage-3 parameter all-gather, this binary is stage %d; "
                  "expected -qw 0, or a stage-3 build (build/train_gpt2_z3)", stage);
@@ -122,7 +118,8 @@ static inline size_t zero_pp_packet_words(size_t S, int bits, int block) {
  * ZeRO++ beside offload (zero/offload.h), one error line, nonzero when refused. CPU build: qwZ
  * and hpZ start their gathers from the parameter shard in RAM, which -zp nvme replaces by the
  * NVMe read's gather. GPU build: qwZ quantizes the fp32 master shard on the device, which -zo
- * and -zp keep on the host.
+ * and -zp keep on the host; hpZ keeps its secondary from the device gathers that offload's
+ * parameter path replaces.
  */
 static int zero_pp_check_offload(int qw, int hp, const ZeroOffloadArgs* offload, int gpu_build, char* err, size_t cap) {
     if (!gpu_build && (qw || hp != 1) && offload->params == ZERO_PLACE_NVME) {
@@ -139,6 +136,12 @@ static int zero_pp_check_offload(int qw, int hp, const ZeroOffloadArgs* offload,
                  zero_placement_names[offload->optimizer], zero_placement_names[offload->params]);
         return 1;
     }
+    if (gpu_build && hp != 1 && (offload->optimizer != ZERO_PLACE_NONE || offload->params != ZERO_PLACE_NONE)) {
+        snprintf(err, cap, "error: -hp %d with -zo %s -zp %s: the GPU build's hpZ fills its secondary shard from forward's device "
+                 "all-gathers, which offload's parameter path replaces; expected -zo none -zp none with -hp %d, or -hp 1", hp,
+                 zero_placement_names[offload->optimizer], zero_placement_names[offload->params], hp);
+        return 1;
+    }
     return 0;
 }
 
@@ -147,6 +150,38 @@ static int zero_pp_check_offload(int qw, int hp, const ZeroOffloadArgs* offload,
 static int zero_pp_wte_unit(const ParamLayout* layout, int unit) {
     for (int k = 0; k < layout->num_wte_units; k++) if (wte_unit(layout, k) == unit) return 1;
     return 0;
+}
+
+/*
+ * The header's formulas in bytes per rank per step with A micro-steps, for both builds (the GPU
+ * build's zero/zeropp_gpu.cuh uses them as they are, the CPU build through zero_pp_formula):
+ * elem_bytes is the width of what the unquantized collectives move (4: the CPU build's fp32, 2:
+ * the GPU build's bf16); packets are the same bytes in both. qw, hp (K; 1: off), qg, qg_bits as
+ * the flags, block and grad_block the elements per block of qwZ's and qgZ's codes; G ranks a
+ * group (H = N/G groups). Parameter gathers for forward (stage 2: the one all-gather after
+ * AdamW, untouched by ZeRO++), for backward (stage 3), and the gradient reduction.
+ */
+typedef struct { long long forward, backward, gradients; } ZeroPPFormula;
+static ZeroPPFormula zero_pp_formula_bytes(const ParamLayout* layout, int world_size, int grad_accum_steps, int elem_bytes, int qw,
+                                           int hp, int qg, int qg_bits, int block, int grad_block, int group_size) {
+    long long N = world_size, A = grad_accum_steps, E = elem_bytes, G = group_size, H = N / group_size;
+    ZeroPPFormula f = {0, 0, 0};
+    for (int unit = 0; unit < layout->num_units; unit++) {
+        size_t S = layout->units[unit].shard_numel, P = layout->units[unit].padded_numel;
+        long long plain = E * (long long)S * (N - 1); // a ring all-gather or reduce-scatter of the unit
+        int wte = zero_pp_wte_unit(layout, unit), reductions = wte ? 2 : 1; // wte: LM head's part, encoder's rows
+        if (ZERO_STAGE == 3) {
+            long long gathered = qw ? 4 * (long long)zero_pp_packet_words(S, 8, block) * (N - 1) : plain;
+            f.forward += A * (wte ? 2 : 1) * gathered; // wte's chunks: encoder and LM head
+            if (hp > 1) f.backward += A * E * (long long)(hp - 1) * (long long)(P / (size_t)hp);
+            else f.backward += A * (wte ? gathered : plain); // wte's chunks: the LM head's recompute, as forward's weights
+        } else {
+            f.forward += plain;
+        }
+        if (qg && N > 1) f.gradients += A * reductions * ((G - 1) * H + (H - 1)) * 4 * (long long)zero_pp_packet_words(S, qg_bits, grad_block);
+        else f.gradients += A * reductions * plain;
+    }
+    return f;
 }
 
 #if !ZERO_GPU_BUILD
@@ -170,6 +205,7 @@ typedef struct ZeroPP {
 } ZeroPP;
 
 static const ParamUnit* zero_pp_unit(const ZeroEngine* z, int unit) { return &z->layout->units[unit]; }
+#endif // !ZERO_GPU_BUILD (the host helpers and -hp's check below serve the GPU build too)
 
 // Is rank r on another host than this rank? (the handshake filled every rank's host)
 static int zero_pp_across(int r) { return strcmp(zero_rank_host(r), zero_cluster.host) != 0; }
@@ -200,6 +236,7 @@ static int zero_pp_check_group(int hp, int world_size, char* err, size_t cap) {
     return 0;
 }
 
+#if !ZERO_GPU_BUILD
 // The packet words of one rank's slice (qwZ) or one chunk (qgZ) of S elements: every count of
 // the bytes (buffers, the collectives, the formulas below) takes them from here.
 static size_t zero_pp_weight_packet_words(const ZeroPP* pp, size_t S) { return zero_pp_packet_words(S, 8, pp->block); }
@@ -419,36 +456,13 @@ static void zero_pp_step_bytes(const ZeroEngine* z, long long* within, long long
     *within = 4 * (offring - offring_across + (right_across ? 0 : ring));
 }
 
-/*
- * The formulas of the header, in words per rank per step with A micro-steps: parameter gathers
- * for forward (stage 2: the one all-gather after AdamW, untouched by ZeRO++), for backward
- * (stage 3), and the gradient reduction.
- */
-typedef struct { long long forward, backward, gradients; } ZeroPPFormula;
+// The formulas of the header (zero_pp_formula_bytes) in words (fp32) per rank per step.
 static ZeroPPFormula zero_pp_formula(const ZeroEngine* z, int grad_accum_steps) {
-    const ParamLayout* layout = z->layout;
     const ZeroPP* pp = z->pp;
-    long long N = z->world_size, A = grad_accum_steps;
-    ZeroPPFormula f = {0, 0, 0};
-    for (int unit = 0; unit < layout->num_units; unit++) {
-        size_t S = layout->units[unit].shard_numel, P = layout->units[unit].padded_numel;
-        long long plain = (long long)S * (N - 1); // a ring all-gather or reduce-scatter of the unit
-        int wte = zero_pp_wte_unit(layout, unit), reductions = wte ? 2 : 1; // wte: LM head's part, encoder's rows
-        if (ZERO_STAGE == 3) {
-            long long gathered = pp && pp->qw ? (long long)zero_pp_weight_packet_words(pp, S) * (N - 1) : plain;
-            f.forward += A * (wte ? 2 : 1) * gathered; // wte's chunks: encoder and LM head
-            if (pp && pp->hp > 1) f.backward += A * (long long)(pp->hp - 1) * (long long)(P / (size_t)pp->hp);
-            else f.backward += A * (wte ? gathered : plain); // wte's chunks: the LM head's recompute, as forward's weights
-        } else {
-            f.forward += plain;
-        }
-        if (pp && pp->qg && N > 1) {
-            long long G = pp->group_size, H = pp->num_groups;
-            f.gradients += A * reductions * ((G - 1) * H + (H - 1)) * (long long)zero_pp_grad_packet_words(pp, S);
-        } else {
-            f.gradients += A * reductions * plain;
-        }
-    }
+    ZeroPPFormula f = zero_pp_formula_bytes(z->layout, z->world_size, grad_accum_steps, 4, pp ? pp->qw : 0, pp ? pp->hp : 1,
+                                            pp ? pp->qg : 0, pp ? pp->qg_bits : 8, pp ? pp->block : ZERO_PP_DEFAULT_BLOCK,
+                                            pp ? pp->grad_block : ZERO_PP_DEFAULT_GRAD_BLOCK, pp ? pp->group_size : 1);
+    f.forward /= 4, f.backward /= 4, f.gradients /= 4;
     return f;
 }
 
@@ -522,12 +536,10 @@ static const char* zero_pp_config_fields(const ZeroEngine* z, int grad_accum_ste
 }
 #else // the GPU build's part is zero/zeropp_gpu.cuh, after the GPU engine (it uses its helpers)
 static int zero_pp_device_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit);
+static void zero_pp_device_gathered(ZeroEngine* z, ZeroWorkingUnit* w);
+static int zero_pp_device_grad_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit, float* target, int first);
+static void zero_pp_abort_comms(ZeroEngine* z);
 static void zero_pp_free(ZeroEngine* z);
-// zero_pp_check_flags refuses -hp in the GPU build: nothing to check against the world here.
-static int zero_pp_check_group(int hp, int world_size, char* err, size_t cap) {
-    (void)hp; (void)world_size; (void)err; (void)cap;
-    return 0;
-}
 #endif // !ZERO_GPU_BUILD
 
 #endif // ZERO_ZEROPP_H
