@@ -23,14 +23,6 @@
 #define ACCUMULATION_TOLERANCE 1e-5
 
 
-// bf16 device array -> host floats.
-static void read_bf16(float* host, const bf16* device, size_t n) {
-    bf16* staging = (bf16*)host_alloc(n * sizeof(bf16), "readback");
-    CUDA_CHECK(cudaMemcpy(staging, device, n * sizeof(bf16), cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < n; i++) host[i] = __bfloat162float(staging[i]);
-    free(staging);
-}
-
 // Max |a - b|, max |b|, and the L2 norms of (a - b) and b over n elements.
 typedef struct { double max_err, max_ref, l2_err, l2_ref; } ErrorStats;
 static ErrorStats compare(const float* a, const float* b, size_t n) {

@@ -73,6 +73,9 @@ LAUNCHES = {
 KNOWN_SPILLS = {
     "fused_classifier_kernel": "kernels/classifier.cuh (the LM-head work owns it): __launch_bounds__(1024) caps it at "
                                "64 registers and its 8 packs of logits (128 B per thread) do not fit; seen 2026-12, issue 13",
+    "classifier_forward_chunk_kernel": "kernels/classifier.cuh, the vocab-chunked LM head's forward: the same design as "
+                                       "fused_classifier_kernel (8 packs a thread under __launch_bounds__(1024)); sizing the "
+                                       "packs to the chunk (about Vp/K columns) would remove it; seen 2026-12, issue 11",
 }
 
 # Kernel families whose kernels must all be in LAUNCHES (the ones with floors).
