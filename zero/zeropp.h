@@ -287,7 +287,7 @@ static int zero_pp_grad_reduce_scatter(ZeroEngine* z, ZeroWorkingUnit* w, int un
             for (int m = 0; m < H; m++)
                 if (lp != l) zero_pp_pack((float*)(pp->send + ((size_t)lp * H + m) * Q), grads + (size_t)(m * G + lp) * S, S, bits, b);
         long long words = (long long)(G - 1) * H * (long long)(Q / 4);
-        zero_op_begin(z, &op, ZERO_OP_ALL_TO_ALL, unit, "gradients (qgZ within the group)", words);
+        zero_op_begin(z, &op, ZERO_OP_ALL_TO_ALL, unit, bits == 4 ? "gradients (qgZ int4, within the group)" : "gradients (qgZ int8, within the group)", words);
         pp->words_offring_step += words;
         for (int lp = 0; lp < G; lp++)
             if (lp != l && zero_pp_across(g * G + lp)) pp->words_offring_across_step += (long long)H * (long long)(Q / 4);
@@ -311,7 +311,7 @@ static int zero_pp_grad_reduce_scatter(ZeroEngine* z, ZeroWorkingUnit* w, int un
     if (H > 1) {
         for (int m = 0; m < H; m++) if (m != g) zero_pp_pack((float*)(pp->send + (size_t)m * Q), pp->partial + (size_t)m * S, S, bits, b);
         long long words = (long long)(H - 1) * (long long)(Q / 4);
-        zero_op_begin(z, &op, ZERO_OP_ALL_TO_ALL, unit, "gradients (qgZ across groups)", words);
+        zero_op_begin(z, &op, ZERO_OP_ALL_TO_ALL, unit, bits == 4 ? "gradients (qgZ int4, across groups)" : "gradients (qgZ int8, across groups)", words);
         pp->words_offring_step += words;
         for (int m = 0; m < H; m++) if (m != g && zero_pp_across(m * G + l)) pp->words_offring_across_step += (long long)(Q / 4);
         MPI_CHECK(MPI_Ialltoall(pp->send, (int)Q, MPI_BYTE, pp->recv, (int)Q, MPI_BYTE, pp->cross_comm, &op.request));
@@ -346,30 +346,40 @@ static void zero_pp_step_bytes(const ZeroEngine* z, long long* within, long long
     *within = 4 * (offring - offring_across + (right_across ? 0 : ring));
 }
 
+#endif // !ZERO_GPU_BUILD
+
 /*
- * The formulas of the header, in words per rank per step with A micro-steps: parameter gathers
- * for forward (stage 2: the one all-gather after AdamW, untouched by ZeRO++), for backward
- * (stage 3), and the gradient reduction.
+ * The formulas of the header, per rank per step with A micro-steps: parameter gathers for
+ * forward (stage 2: the one all-gather after AdamW, untouched by ZeRO++), for backward (stage 3),
+ * and the gradient reduction (qgZ: its all-to-all within the group and across groups). Both
+ * builds: the engine prints them (zero_pp_formula, CPU build) and the planner plans with them
+ * (zero/plan_zeropp.h, for a world it does not run), so a ZeroPPShape carries what they need of
+ * ZeroPP: the flags and the groups. Counted in elements of element_bytes (the unquantized values:
+ * 4 in the CPU build, where an element is a word, 2 for bf16), a packet word as 4 / element_bytes
+ * of them; pp NULL: plain stage `stage`; unit_only >= 0: that unit's share alone.
  */
-typedef struct { long long forward, backward, gradients; } ZeroPPFormula;
-static ZeroPPFormula zero_pp_formula(const ZeroEngine* z, int grad_accum_steps) {
-    const ParamLayout* layout = z->layout;
-    const ZeroPP* pp = z->pp;
-    long long N = z->world_size, A = grad_accum_steps;
-    ZeroPPFormula f = {0, 0, 0};
+typedef struct { int qw, qg, qg_bits, hp, block, group_size, num_groups; } ZeroPPShape;
+typedef struct { long long forward, backward, gradients, gradients_within_group, gradients_across_groups; } ZeroPPFormula;
+static ZeroPPFormula zero_pp_formula_of(const ParamLayout* layout, int stage, long long N, long long A, const ZeroPPShape* pp,
+                                        int element_bytes, int unit_only) {
+    long long pe = 4 / element_bytes; // elements a packet word takes
+    ZeroPPFormula f = {0, 0, 0, 0, 0};
     for (int unit = 0; unit < layout->num_units; unit++) {
+        if (unit_only >= 0 && unit != unit_only) continue;
         size_t S = layout->units[unit].shard_numel, P = layout->units[unit].padded_numel;
         long long plain = (long long)S * (N - 1); // a ring all-gather or reduce-scatter of the unit
-        if (ZERO_STAGE == 3) {
-            long long gathered = pp && pp->qw ? (long long)zero_pp_packet_words(S, 8, pp->block) * (N - 1) : plain;
+        if (stage == 3) {
+            long long gathered = pp && pp->qw ? pe * (long long)zero_pp_packet_words(S, 8, pp->block) * (N - 1) : plain;
             f.forward += A * (unit == UNIT_EMBEDDING ? 2 : 1) * gathered; // the embedding: input and LM head
             if (unit != UNIT_EMBEDDING) f.backward += A * (pp && pp->hp > 1 ? (long long)(pp->hp - 1) * (long long)(P / (size_t)pp->hp) : plain);
         } else {
             f.forward += plain;
         }
         if (pp && pp->qg && N > 1) {
-            long long G = pp->group_size, H = pp->num_groups;
-            f.gradients += A * ((G - 1) * H + (H - 1)) * (long long)zero_pp_packet_words(S, pp->qg_bits, pp->block);
+            long long G = pp->group_size, H = pp->num_groups, W = pe * (long long)zero_pp_packet_words(S, pp->qg_bits, pp->block);
+            f.gradients_within_group += A * (G - 1) * H * W;
+            f.gradients_across_groups += A * (H - 1) * W;
+            f.gradients += A * ((G - 1) * H + (H - 1)) * W;
         } else {
             f.gradients += A * plain;
         }
@@ -378,34 +388,51 @@ static ZeroPPFormula zero_pp_formula(const ZeroEngine* z, int grad_accum_steps) 
 }
 
 /*
- * The formula split for this rank, in bytes per step: what goes to ranks on its own host and to
- * other hosts. The ring's words go to rank + 1; hpZ's group gather and qgZ's first all-to-all to
- * the group's other ranks, qgZ's second to the other groups' rank at this place, in equal shares.
+ * The formula split for `rank`, in bytes per step: what goes to ranks on its own host and to
+ * other hosts (across(rank, r, ctx): is rank r on another host than `rank`?). The ring's words go
+ * to rank + 1; hpZ's group gather and qgZ's first all-to-all to the group's other ranks (rank =
+ * group index x G + place), qgZ's second to the other groups' rank at this place, in equal shares.
  */
-static void zero_pp_formula_split(const ZeroEngine* z, int grad_accum_steps, long long* within, long long* across) {
-    const ZeroPP* pp = z->pp;
-    ZeroPPFormula f = zero_pp_formula(z, grad_accum_steps);
-    int N = z->world_size, G = pp->group_size, H = pp->num_groups;
+typedef int (*ZeroPPAcross)(int rank, int r, const void* ctx);
+static void zero_pp_formula_split_of(const ParamLayout* layout, int stage, int N, int grad_accum_steps, const ZeroPPShape* pp,
+                                     int element_bytes, int rank, ZeroPPAcross is_across, const void* ctx, long long* within,
+                                     long long* across) {
+    ZeroPPFormula f = zero_pp_formula_of(layout, stage, N, grad_accum_steps, pp, element_bytes, -1);
+    int G = pp->group_size, H = pp->num_groups, group_rank = rank % G, group_index = rank / G;
     int hp = pp->hp > 1, qg = pp->qg && N > 1;
-    long long ring = f.forward + (hp ? 0 : f.backward), phase1 = 0, phase2 = 0;
-    if (qg) {
-        for (int unit = 0; unit < z->layout->num_units; unit++) {
-            long long W = (long long)zero_pp_packet_words(z->layout->units[unit].shard_numel, pp->qg_bits, pp->block);
-            phase1 += (long long)grad_accum_steps * (G - 1) * H * W;
-            phase2 += (long long)grad_accum_steps * (H - 1) * W;
-        }
-    } else {
-        ring += f.gradients;
-    }
+    long long ring = f.forward + (hp ? 0 : f.backward), phase1 = f.gradients_within_group, phase2 = f.gradients_across_groups;
+    if (!qg) ring += f.gradients;
     int group_across = 0, cross_across = 0; // peers on other hosts
-    for (int k = 0; k < G; k++) group_across += k != pp->group_rank && zero_pp_across(pp->group_index * G + k);
-    for (int m = 0; m < H; m++) cross_across += m != pp->group_index && zero_pp_across(m * G + pp->group_rank);
-    long long a = N > 1 && zero_pp_across((z->rank + 1) % N) ? ring : 0;
+    for (int k = 0; k < G; k++) group_across += k != group_rank && is_across(rank, group_index * G + k, ctx);
+    for (int m = 0; m < H; m++) cross_across += m != group_index && is_across(rank, m * G + group_rank, ctx);
+    long long a = N > 1 && is_across(rank, (rank + 1) % N, ctx) ? ring : 0;
     if (hp && G > 1) a += f.backward / (G - 1) * group_across;
     if (G > 1) a += phase1 / (G - 1) * group_across;
     if (H > 1) a += phase2 / (H - 1) * cross_across;
-    *across = 4 * a;
-    *within = 4 * (f.forward + f.backward + f.gradients) - *across;
+    *across = element_bytes * a;
+    *within = element_bytes * (f.forward + f.backward + f.gradients) - *across;
+}
+
+#if !ZERO_GPU_BUILD
+static ZeroPPShape zero_pp_shape(const ZeroPP* pp) {
+    ZeroPPShape s = {pp->qw, pp->qg, pp->qg_bits, pp->hp, pp->block, pp->group_size, pp->num_groups};
+    return s;
+}
+
+// The engine's formulas (fp32: words) for its own stage, world and ZeRO++ setup.
+static ZeroPPFormula zero_pp_formula(const ZeroEngine* z, int grad_accum_steps) {
+    ZeroPPShape shape = {0, 0, 4, 1, ZERO_PP_DEFAULT_BLOCK, 1, 1};
+    if (z->pp) shape = zero_pp_shape(z->pp);
+    return zero_pp_formula_of(z->layout, ZERO_STAGE, z->world_size, grad_accum_steps, z->pp ? &shape : NULL, (int)sizeof(float), -1);
+}
+
+static int zero_pp_across_of(int rank, int r, const void* ctx) { (void)rank; (void)ctx; return zero_pp_across(r); }
+
+// This rank's split of the formula (the hosts from the handshake), in bytes per step.
+static void zero_pp_formula_split(const ZeroEngine* z, int grad_accum_steps, long long* within, long long* across) {
+    ZeroPPShape shape = zero_pp_shape(z->pp);
+    zero_pp_formula_split_of(z->layout, ZERO_STAGE, z->world_size, grad_accum_steps, &shape, (int)sizeof(float), z->rank,
+                             zero_pp_across_of, NULL, within, across);
 }
 
 // Start-up lines (rank 0): what ZeRO++ does, the memory it adds, the per-step formulas.

@@ -65,10 +65,13 @@ static int zero_pp_device_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int un
     size_t S = u->shard_numel, W = 4 * zero_pp_packet_words(S, 8, b), nb = quant_num_blocks(S, b);
     uint8_t* packets = pp->packets[i], *own = packets + (size_t)z->rank * W;
     const float* master = z->master + zero_owned_offset(z->layout, ZERO_STAGE, ZERO_BUF_MASTER, z->rank, unit);
+    const char* what = "parameters (qwZ int8 codes)";
+    long long sent = (long long)(N - 1) * (long long)(W / 2);
+    int traced = N > 1 ? zero_trace_device_collective_begin(z) : -1; // -tr: quantize, gather, dequantize on the comm stream
     quantize_blocks_cuda(own + nb * sizeof(float), (float*)own, master, S, 8, b, z->comm);
     if (N > 1) {
 #if !ZERO_COMM_MPI
-        zero_device_op_begin(z, &w->op, ZERO_OP_ALL_GATHER, unit, "parameters (qwZ int8 codes)", (long long)(N - 1) * (long long)(W / 2));
+        zero_device_op_begin(z, &w->op, ZERO_OP_ALL_GATHER, unit, what, sent);
         NCCL_CHECK(ncclAllGather(own, packets, W / 2, ncclBfloat16, z->nccl, z->comm));
 #endif
     }
@@ -77,6 +80,7 @@ static int zero_pp_device_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int un
         dequantize_blocks_cuda<bf16>(w->data + (size_t)r * S, p + nb * sizeof(float), (const float*)p, S, 8, b, 0, z->comm);
     }
     CUDA_CHECK(cudaEventRecord(w->op.done, z->comm));
+    zero_trace_device_collective_end(z, traced, ZERO_OP_ALL_GATHER, unit, sent, what);
     return 1;
 }
 
