@@ -67,7 +67,11 @@ static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const Pa
     double quant_bw = m->quant_bw;
     const char* quant_how = "stated (quant_gbs)";
 #if !ZERO_GPU_BUILD
-    if (quant_bw <= 0 && m->reduce_on_cpu) { quant_bw = plan_pp_measure_quant_bw(f->block); quant_how = "measured here (cpu/quantize.h, int8, 1M elements, one thread)"; }
+    if (quant_bw <= 0 && m->reduce_on_cpu) {
+        // Measured alone; ranks sharing the cores get the share their memory rate shows.
+        quant_bw = plan_pp_measure_quant_bw(f->block) * (m->mem_bw > 0 && mem_bw < m->mem_bw ? mem_bw / m->mem_bw : 1.0);
+        quant_how = "measured here (cpu/quantize.h, int8 round trip, 1M elements, one thread; scaled by the rank's memory share)";
+    }
 #endif
     if (quant_bw <= 0) { quant_bw = mem_bw; quant_how = "assumed: the element-wise memory rate"; }
     PlanPPFlags rows[5];

@@ -152,8 +152,12 @@ static int plan_pp_gather(const PlanPP* p, int unit, int backward, double* link_
         *what = "parameters (hpZ secondary shard)";
         return 1;
     }
-    if (!backward && s->qw && p->N > 1) {
-        *elements = f.forward / (unit == UNIT_EMBEDDING ? 2 : 1); // the embedding is gathered twice (encoder, LM head)
+    // The formula's share of this gather: forward gathers the embedding twice (encoder, LM head);
+    // a count other than the ring's is qwZ's packets (forward; and any backward gather the
+    // formula counts as packets).
+    long long plain = zero_ring_all_gather_elements(u->padded_numel, p->N);
+    *elements = backward ? f.backward : f.forward / (unit == UNIT_EMBEDDING ? 2 : 1);
+    if (s->qw && p->N > 1 && *elements != plain) {
         double packet = 4.0 * zero_pp_packet_words(u->shard_numel, 8, s->block);
         *link_s = plan_ring_chunk_seconds(&p->ring, packet, p->N - 1, 0);
         double q = plan_pp_stream(p, (double)u->shard_numel, e + 1.0), dq = plan_pp_stream(p, (double)u->padded_numel, 1.0 + e);
