@@ -104,6 +104,11 @@ zero_binaries: $(ZERO_BINARIES)
 $(BUILD)/mpicoll/train_gpt2_z%: train_gpt2.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)/mpicoll
 	$(MPI_CC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=$* -DZERO_RING=0 $< -o $@ $(LDLIBS)
+# The same trainers without the progress thread (zero/progress_cpu.h): only to measure what it
+# hides (dev/bench/progress_bench.sh).
+$(BUILD)/noprogress/train_gpt2_z%: train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(BUILD)/noprogress
+	$(MPI_CC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=$* -DZERO_PROGRESS_THREAD=0 $< -o $@ $(LDLIBS)
 test: zero_binaries nompi_binaries
 
 test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS)

@@ -10,8 +10,8 @@
  * engine, never touches a request) every ZERO_PROGRESS_POLL_US microseconds, and sleeps when none
  * is. It needs MPI_THREAD_MULTIPLE; when MPI provides less, there is no thread and the engine's
  * MPI_Test calls at each engine call (zero_progress) are the only progress, as before.
- * Its effect on exposed comm wait is measured by dev/bench/zero_table.sh (README "Data parallel":
- * so far only on an overloaded machine, where it was inconclusive).
+ * Its effect on exposed comm wait: dev/bench/progress_bench.sh, the simulated cluster over a
+ * rate-limited link with and without the thread (build/noprogress/, ZERO_PROGRESS_THREAD=0).
  */
 #ifndef ZERO_PROGRESS_CPU_H
 #define ZERO_PROGRESS_CPU_H
@@ -20,6 +20,9 @@
 #endif
 #include <pthread.h>
 
+#ifndef ZERO_PROGRESS_THREAD
+#define ZERO_PROGRESS_THREAD 1 // 0: no thread (build/noprogress/, only to measure what it hides)
+#endif
 #ifndef ZERO_PROGRESS_POLL_US
 #define ZERO_PROGRESS_POLL_US 50 // between progress calls while a collective is in flight
 #endif
@@ -54,7 +57,7 @@ static void* zero_progress_loop(void* arg) {
 
 // Start the thread (world_size > 1, MPI_THREAD_MULTIPLE provided). Returns 1 when it runs.
 static int zero_progress_thread_start(int world_size) {
-    if (world_size == 1 || zero_progress_running) return zero_progress_running;
+    if (!ZERO_PROGRESS_THREAD || world_size == 1 || zero_progress_running) return zero_progress_running;
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
     if (provided < MPI_THREAD_MULTIPLE) return 0;
