@@ -62,6 +62,14 @@ MPI_CC = $(MPICC)
 endif
 CFLAGS += $(MPI_CFLAGS)
 LDLIBS += $(MPI_LDLIBS)
+# liburing (Debian's liburing-dev, scripts/setup.sh): the io_uring backend of the NVMe offload I/O
+# (zero/nvme_io.h); without it the engine does its I/O on worker threads.
+LIBURING := $(if $(wildcard /usr/include/liburing.h),1,0)
+IO_LDLIBS := $(if $(filter 1,$(LIBURING)),-luring) -lpthread
+ifeq ($(LIBURING),1)
+CFLAGS += -DZERO_HAVE_LIBURING=1
+endif
+LDLIBS += $(IO_LDLIBS)
 # The one-process variants CI builds and runs whatever is installed (tests/t_12_no_mpi.sh).
 NOMPI_CFLAGS = $(filter-out $(MPI_CFLAGS),$(CFLAGS)) -DZERO_NO_MPI=1
 BUILD = build
@@ -118,10 +126,10 @@ test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS)
 NOMPI_BINARIES = $(BUILD)/train_gpt2_nompi $(BUILD)/test_gpt2_nompi
 $(BUILD)/train_gpt2_nompi: train_gpt2.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)
-	$(CC) $(filter-out -DZERO_STAGE=%,$(NOMPI_CFLAGS)) -DZERO_STAGE=0 $< -o $@ $(BLAS_LDLIBS) -lm
+	$(CC) $(filter-out -DZERO_STAGE=%,$(NOMPI_CFLAGS)) -DZERO_STAGE=0 $< -o $@ $(BLAS_LDLIBS) $(IO_LDLIBS) -lm
 $(BUILD)/test_gpt2_nompi: test_gpt2.c train_gpt2.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)
-	$(CC) $(filter-out -DZERO_STAGE=%,$(NOMPI_CFLAGS)) -DZERO_STAGE=0 $< -o $@ $(BLAS_LDLIBS) -lm
+	$(CC) $(filter-out -DZERO_STAGE=%,$(NOMPI_CFLAGS)) -DZERO_STAGE=0 $< -o $@ $(BLAS_LDLIBS) $(IO_LDLIBS) -lm
 nompi_binaries: $(NOMPI_BINARIES)
 
 # Unit tests: every tests/test_*.c becomes build/test_*
@@ -148,3 +156,12 @@ clean:
 $(BUILD)/bench_cpu: dev/bench/bench_cpu.c train_gpt2.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)
 	$(MPI_CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+$(BUILD)/quant_grad_blocks: dev/bench/quant_grad_blocks.c train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(BUILD)
+	$(MPI_CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+$(BUILD)/adamw_bench: dev/bench/adamw_bench.c cpu/adamw.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+$(BUILD)/nvme_bench: dev/bench/nvme_bench.c zero/nvme_io.h
+	@mkdir -p $(BUILD)
+	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

@@ -70,8 +70,12 @@ typedef struct {
     float* lnf;       // (B,T,C)
     float* lnf_mean;  // (B,T)
     float* lnf_rstd;  // (B,T)
-    float* logits;    // (B,T,Vp); overwritten by dlogits in the fused classifier
+    float* logits;    // (B,T,R) one vocab chunk's logits (R = the largest chunk's rows); dlogits in backward
+    float* row_max;   // (B,T) online softmax over the chunks: running max of each row's logits,
+    float* row_sum;   // (B,T) the sum of exp(logit - row_max),
+    float* target_logit; // (B,T) and the target's logit (cpu/classifier.h)
     float* losses;    // (B,T)
+    float* logits_last; // (B,Vp) sampling: the logits of each row's last position
 } Activations;
 
 // Backward scratch, reused layer by layer (only one layer's activation grads live at a time).
@@ -94,22 +98,27 @@ typedef struct {
     float* act_memory;
     size_t act_bytes;
     int* inputs;       // (B,T) copy of the last forward's inputs, for encoder backward
+    int* token_rows;   // (B,T) scratch: the distinct tokens of a micro-batch, sorted (wte rows the encoder touches)
+    size_t wte_rows_max; // R: rows of the largest wte vocab chunk
     float mean_loss;   // of the last forward with targets
-    int backward_follows; // set by the training step: forward keeps the LM head's wte for backward
+    int backward_follows; // set by the training step: ZeRO-3 prefetches wte's first chunk for backward
 } GPT2;
 
 static float* carve(float** cursor, size_t n) { float* p = *cursor; *cursor += n; return p; }
 
 // Floats of each activation and scratch buffer for (B, T), in the order gpt2_alloc_activations
 // carves them; returns their count. The planner's activation bytes are their sum (gpt2_plan_fill).
-#define GPT2_ACTIVATION_BUFFERS 27
-static int gpt2_activation_sizes(const GPT2Config* c, int B, int T, size_t sizes[GPT2_ACTIVATION_BUFFERS]) {
+// The logits are one vocab chunk's, B x T x R (R = wte_chunk_rows_max: the LM head walks wte's
+// chunks, never holding all B x T x Vp), and sampling's B x Vp.
+#define GPT2_ACTIVATION_BUFFERS 31
+static int gpt2_activation_sizes(const ParamLayout* layout, int B, int T, size_t sizes[GPT2_ACTIVATION_BUFFERS]) {
+    const GPT2Config* c = &layout->config;
     size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
-    size_t BT = (size_t)B * T;
+    size_t BT = (size_t)B * T, R = wte_chunk_rows_max(layout);
     size_t s[GPT2_ACTIVATION_BUFFERS] = {
         BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C, L * B * NH * (size_t)T * T,
         L * BT * C, L * BT * C, L * BT * C, L * BT, L * BT, L * BT * 4 * C, L * BT * 4 * C, L * BT * C,
-        L * BT * C, BT * C, BT, BT, BT * Vp, BT,
+        L * BT * C, BT * C, BT, BT, BT * R, BT, BT, BT, BT, (size_t)B * Vp,
         BT * C, BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C,
     };
     memcpy(sizes, s, sizeof(s));
@@ -117,8 +126,9 @@ static int gpt2_activation_sizes(const GPT2Config* c, int B, int T, size_t sizes
 }
 
 static void gpt2_alloc_activations(GPT2* model, int B, int T) {
-    size_t sizes[GPT2_ACTIVATION_BUFFERS];
-    int n = gpt2_activation_sizes(&model->config, B, T, sizes);
+    size_t sizes[GPT2_ACTIVATION_BUFFERS], BT = (size_t)B * T;
+    int n = gpt2_activation_sizes(&model->layout, B, T, sizes);
+    model->wte_rows_max = wte_chunk_rows_max(&model->layout);
     size_t total = 0;
     for (int i = 0; i < n; i++) total += sizes[i];
     model->act_memory = (float*)zero_calloc(total, sizeof(float), "activations");
@@ -127,21 +137,25 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
     Activations* a = &model->acts;
     float** slots[] = {&a->encoded, &a->ln1, &a->ln1_mean, &a->ln1_rstd, &a->qkv, &a->atty, &a->att,
                        &a->attproj, &a->residual2, &a->ln2, &a->ln2_mean, &a->ln2_rstd, &a->fch, &a->fch_gelu,
-                       &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd, &a->logits, &a->losses,
+                       &a->fcproj, &a->residual3, &a->lnf, &a->lnf_mean, &a->lnf_rstd, &a->logits, &a->row_max,
+                       &a->row_sum, &a->target_logit, &a->losses, &a->logits_last,
                        &model->scratch.dresidual, &model->scratch.dln, &model->scratch.datty,
                        &model->scratch.dqkv, &model->scratch.dfch, &model->scratch.dfch_gelu};
     for (int i = 0; i < n; i++) *slots[i] = carve(&cur, sizes[i]);
-    model->inputs = (int*)zero_calloc((size_t)B * T, sizeof(int), "inputs");
+    model->inputs = (int*)zero_calloc(BT, sizeof(int), "inputs");
+    model->token_rows = (int*)zero_calloc(BT, sizeof(int), "token rows");
+    zero_reserve_kept_rows(&model->zero, BT, model->config.channels); // stages 2-3: the encoder's rows of wte's gradient
     model->B = B;
     model->T = T;
 }
 
 /*
  * Build the model for `init` (an llm.c model file or a depth descriptor dN), B x T activations,
- * and world_size ranks. Parameters are initialized (or loaded) unit by unit and handed to the
+ * and world_size ranks, its state placed as `offload` says (NULL: in RAM). Parameters are initialized (or loaded) unit by unit and handed to the
  * engine, so no rank ever needs more than one unit of scratch beyond what its stage keeps.
  */
-static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t seed, int rank, int world_size) {
+static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t seed, int rank, int world_size,
+                       const ZeroOffloadArgs* offload) {
     // A depth, a model file, or the resume checkpoint (read by rank 0 and broadcast): zero/checkpoint.h.
     int from_file = model_source_config(init, &model->config);
     if (T > model->config.max_seq_len) {
@@ -149,10 +163,10 @@ static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t see
         exit(1);
     }
     param_layout_build(&model->layout, &model->config, world_size, ZERO_ALIGN);
-    zero_init(&model->zero, &model->layout, rank, world_size);
+    zero_init_placed(&model->zero, &model->layout, rank, world_size, offload); // offload NULL: all in RAM
     // One unit at a time: initialized (the same on every rank: per-tensor seeded streams) or read
     // from the file, then handed to the engine, which keeps what this rank's stage stores.
-    float* unit_buf = (float*)zero_calloc(model->layout.units[UNIT_EMBEDDING].padded_numel, sizeof(float), "parameter unit");
+    float* unit_buf = (float*)zero_calloc(zero_max_unit_numel(&model->layout), sizeof(float), "parameter unit");
     for (int u = 0; u < model->layout.num_units; u++) {
         if (from_file) model_source_unit(init, &model->layout, u, unit_buf);
         else gpt2_init_unit(&model->layout, u, unit_buf, seed);
@@ -168,6 +182,7 @@ static void gpt2_free(GPT2* model) {
     param_layout_free(&model->layout);
     free(model->act_memory);
     free(model->inputs);
+    free(model->token_rows);
 }
 
 // ----------------------------------------------------------------------------
@@ -176,7 +191,7 @@ static void gpt2_free(GPT2* model) {
 /*
  * Forward over inputs (B,T) (B <= capacity, T <= capacity). With targets (B,T), computes the
  * per-position losses and their mean (model->mean_loss); with targets == NULL, computes only the
- * logits of the last position of each row (for sampling), into logits row b.
+ * logits of the last position of each row (for sampling), into logits_last row b (B, Vp).
  */
 static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config* c = &model->config;
@@ -190,12 +205,18 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     zero_pp_pass(z, 0); // ZeRO++: the gathers below serve forward
 
     // Each unit: ask the engine for its parameters, and let it prefetch the next one meanwhile
-    // (ZeRO-3 all-gathers; a no-op at stages 0-2).
-    zero_trace_compute(z, ZERO_TRACE_FORWARD, UNIT_EMBEDDING); // -tr: each unit's span (zero/trace.h)
-    float* emb = zero_params_unit(z, UNIT_EMBEDDING);
-    zero_params_prefetch(z, UNIT_LAYER(0));
-    encoder_forward(a->encoded, inputs, emb, emb + wpe_offset, B, T, C);
-    zero_params_unit_done(z, UNIT_EMBEDDING);
+    // (ZeRO-3 all-gathers; a no-op at stages 0-2). The encoder walks wte's vocab chunks: the
+    // first unit brings wpe, from which every position starts, and each chunk adds its tokens' rows.
+    int K = layout->num_wte_units;
+    for (int k = 0; k < K; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        zero_trace_compute(z, ZERO_TRACE_FORWARD, wte_unit(layout, k)); // -tr: each unit's span (zero/trace.h)
+        float* emb = zero_params_unit(z, wte_unit(layout, k));
+        zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_LAYER(0));
+        if (k == 0) encoder_forward_positions(a->encoded, emb + wpe_offset, B, T, C);
+        encoder_forward_chunk(a->encoded, inputs, emb, (int)piece->row0, (int)piece->shape[0], B, T, C);
+        zero_params_unit_done(z, wte_unit(layout, k));
+    }
 
     for (int l = 0; l < L; l++) {
         zero_trace_compute(z, ZERO_TRACE_FORWARD, UNIT_LAYER(l));
@@ -218,28 +239,68 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
 
     zero_trace_compute(z, ZERO_TRACE_FORWARD, UNIT_FINAL(c));
     float* final_unit = zero_params_unit(z, UNIT_FINAL(c));
-    zero_params_prefetch(z, UNIT_EMBEDDING); // for the LM head
+    zero_params_prefetch(z, wte_unit(layout, 0)); // for the LM head
     float* last_residual = a->residual3 + (size_t)(L - 1) * BT * C;
     layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, last_residual, final_unit, final_unit + C, BT, C);
     zero_params_unit_done(z, UNIT_FINAL(c));
 
-    // LM head, tied to wte: the embedding unit is needed a second time (ZeRO-3 gathers it again).
-    zero_trace_compute(z, ZERO_TRACE_FORWARD, ZERO_TRACE_LM_HEAD);
-    float* wte = zero_params_unit(z, UNIT_EMBEDDING);
+    // LM head, tied to wte, one vocab chunk at a time (ZeRO-3 gathers each chunk again): the
+    // chunk's logits (BT, rows) go into each row's online softmax statistics, so the (BT, Vp)
+    // logits never exist at once; backward recomputes them chunk by chunk.
+    if (targets != NULL) classifier_stats_init(a->row_max, a->row_sum, a->target_logit, BT);
+    for (int k = 0; k < K; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        int row0 = (int)piece->row0, rows = (int)piece->shape[0];
+        zero_trace_compute(z, ZERO_TRACE_FORWARD, zero_trace_lm_head(k));
+        float* wte = zero_params_unit(z, wte_unit(layout, k));
+        int next = k + 1 < K ? wte_unit(layout, k + 1) : targets != NULL && model->backward_follows ? wte_unit(layout, 0) : -1;
+        if (k + 1 == K && next >= 0) zero_pp_pass(z, 1); // ZeRO++: this prefetch serves backward's LM head
+        zero_params_prefetch(z, next);
+        if (targets != NULL) {
+            matmul_forward(a->logits, a->lnf, wte, NULL, BT, C, rows);
+            classifier_forward_chunk(a->logits, a->row_max, a->row_sum, a->target_logit, targets, BT, row0, rows, V);
+        } else {
+            for (int b = 0; b < B; b++) { // sampling: each row's last position only
+                matmul_forward(a->logits, a->lnf + ((size_t)b * T + T - 1) * C, wte, NULL, 1, C, rows);
+                memcpy(a->logits_last + (size_t)b * Vp + row0, a->logits, (size_t)rows * sizeof(float));
+            }
+        }
+        zero_params_unit_done(z, wte_unit(layout, k));
+    }
     if (targets != NULL) {
-        matmul_forward(a->logits, a->lnf, wte, NULL, BT, C, Vp);
-        fused_classifier(a->logits, a->losses, targets, BT, V, Vp, 0.0f);
+        classifier_losses(a->losses, a->row_max, a->row_sum, a->target_logit, BT);
         double sum = 0.0;
         for (int i = 0; i < BT; i++) sum += a->losses[i];
         model->mean_loss = (float)(sum / BT);
     } else {
-        for (int b = 0; b < B; b++)
-            matmul_forward(a->logits + (size_t)b * Vp, a->lnf + ((size_t)b * T + T - 1) * C, wte, NULL, 1, C, Vp);
         model->mean_loss = -1.0f;
     }
-    // The LM head is the last op of forward and the first of backward: a training step keeps
-    // wte for it (ZeRO-3 then gathers the embedding unit twice per step, like every unit).
-    if (!(targets != NULL && model->backward_follows)) zero_params_unit_done(z, UNIT_EMBEDDING);
+}
+
+// The full logits (B,T,Vp) of the last forward's final LayerNorm output, chunk by chunk (for
+// tests; training never holds them). Every rank calls it (ZeRO-3 gathers each chunk).
+static void gpt2_full_logits(GPT2* model, float* out, int B, int T) {
+    const ParamLayout* layout = &model->layout;
+    int C = model->config.channels, Vp = model->config.padded_vocab_size, BT = B * T;
+    for (int k = 0; k < layout->num_wte_units; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        int rows = (int)piece->shape[0];
+        float* wte = zero_params_unit(&model->zero, wte_unit(layout, k));
+        matmul_forward(model->acts.logits, model->acts.lnf, wte, NULL, BT, C, rows);
+        for (int bt = 0; bt < BT; bt++)
+            memcpy(out + (size_t)bt * Vp + piece->row0, model->acts.logits + (size_t)bt * rows, (size_t)rows * sizeof(float));
+        zero_params_unit_done(&model->zero, wte_unit(layout, k));
+    }
+}
+
+// The distinct tokens of inputs (n of them), sorted, into rows; returns how many.
+static int compare_ints(const void* a, const void* b) { int x = *(const int*)a, y = *(const int*)b; return (x > y) - (x < y); }
+static int distinct_tokens(int* rows, const int* inputs, int n) {
+    memcpy(rows, inputs, (size_t)n * sizeof(int));
+    qsort(rows, (size_t)n, sizeof(int), compare_ints);
+    int count = 0;
+    for (int i = 0; i < n; i++) if (count == 0 || rows[i] != rows[count - 1]) rows[count++] = rows[i];
+    return count;
 }
 
 /*
@@ -250,7 +311,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
  */
 static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float dloss_scale, int last_micro_step) {
     const GPT2Config* c = &model->config;
-    int L = c->num_layers, C = c->channels, NH = c->num_heads, V = c->vocab_size, Vp = c->padded_vocab_size;
+    int L = c->num_layers, C = c->channels, NH = c->num_heads, V = c->vocab_size;
     int BT = B * T;
     Activations* a = &model->acts;
     BackwardScratch* s = &model->scratch;
@@ -258,18 +319,29 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
     const ParamLayout* layout = &model->layout;
     size_t wpe_offset = layout->tensors[param_tensor_index(layout, P_WPE, -1)].unit_offset;
 
-    // Classifier: recompute softmax from the logits and overwrite them with dlogits in place.
-    zero_trace_compute(z, ZERO_TRACE_BACKWARD, ZERO_TRACE_LM_HEAD);
-    fused_classifier(a->logits, a->losses, targets, BT, V, Vp, dloss_scale);
-
-    zero_pp_pass(z, 1); // ZeRO++: the gathers from here on serve backward (hpZ)
-    float* wte = zero_params_unit(z, UNIT_EMBEDDING); // ZeRO-3: still gathered by forward's LM head
+    // LM head, one vocab chunk at a time: recompute the chunk's logits, turn them into dlogits
+    // with forward's softmax statistics, dlnf += dlogits wte_k and dwte_k += dlogits^T lnf. The
+    // engine reduces dwte_k's LM-head part at once except the rows of this micro-batch's tokens,
+    // which the encoder adds to at the end (zero_grads_unit_partly_ready).
+    int K = layout->num_wte_units;
+    int num_tokens = distinct_tokens(model->token_rows, model->inputs, BT), token = 0;
+    zero_pp_pass(z, 1); // ZeRO++: the gathers from here on serve backward (forward switched before its last prefetch)
     model->backward_follows = 0;
-    zero_params_prefetch(z, UNIT_FINAL(c));
-    float* demb = zero_grads_unit(z, UNIT_EMBEDDING);
-    memset(s->dln, 0, (size_t)BT * C * sizeof(float));
-    matmul_backward(s->dln, demb, NULL, a->logits, a->lnf, wte, BT, C, Vp); // LM-head part of dwte
-    zero_params_unit_done(z, UNIT_EMBEDDING);
+    for (int k = 0; k < K; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        int row0 = (int)piece->row0, rows = (int)piece->shape[0];
+        zero_trace_compute(z, ZERO_TRACE_BACKWARD, zero_trace_lm_head(k));
+        float* wte = zero_params_unit(z, wte_unit(layout, k));
+        zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_FINAL(c));
+        float* dwte = zero_grads_unit(z, wte_unit(layout, k));
+        matmul_forward(a->logits, a->lnf, wte, NULL, BT, C, rows);
+        classifier_backward_chunk(a->logits, a->row_max, a->row_sum, targets, BT, row0, rows, V, dloss_scale);
+        matmul_backward_ex(s->dln, dwte, NULL, a->logits, a->lnf, wte, BT, C, rows, k > 0); // the first chunk writes dlnf
+        zero_params_unit_done(z, wte_unit(layout, k));
+        int first = token; // this chunk's tokens, as rows inside the chunk
+        while (token < num_tokens && model->token_rows[token] < row0 + rows) model->token_rows[token++] -= row0;
+        zero_grads_unit_partly_ready(z, wte_unit(layout, k), model->token_rows + first, token - first, C);
+    }
 
     zero_trace_compute(z, ZERO_TRACE_BACKWARD, UNIT_FINAL(c));
     float* final_unit = zero_params_unit(z, UNIT_FINAL(c));
@@ -305,10 +377,16 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
         zero_grads_unit_ready(z, UNIT_LAYER(l), last_micro_step);
     }
 
-    // The embedding unit's gradient now has both parts of wte's (LM head above, embedding here).
-    zero_trace_compute(z, ZERO_TRACE_BACKWARD, UNIT_EMBEDDING);
-    encoder_backward(demb, demb + wpe_offset, s->dresidual, model->inputs, B, T, C);
-    zero_grads_unit_ready(z, UNIT_EMBEDDING, last_micro_step);
+    // Encoder, chunk by chunk: each wte unit's gradient now gets its second part, wpe's with the
+    // first; then the unit's collective starts (both contributions of the tied weight are in).
+    for (int k = 0; k < K; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        zero_trace_compute(z, ZERO_TRACE_BACKWARD, wte_unit(layout, k));
+        float* demb = zero_grads_unit(z, wte_unit(layout, k));
+        if (k == 0) encoder_backward_positions(demb + wpe_offset, s->dresidual, B, T, C);
+        encoder_backward_chunk(demb, s->dresidual, model->inputs, (int)piece->row0, (int)piece->shape[0], B, T, C);
+        zero_grads_unit_ready(z, wte_unit(layout, k), last_micro_step);
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -338,7 +416,7 @@ static void gpt2_sample(GPT2* model, Tokenizer* tokenizer, int gen_tokens, uint6
     rng_seed(&rng, seed);
     for (int t = 1; t < T; t++) {
         gpt2_forward(model, tokens, NULL, 1, t);
-        tokens[t] = sample_from_logits(model->acts.logits, model->config.vocab_size, rng_uniform(&rng));
+        tokens[t] = sample_from_logits(model->acts.logits_last, model->config.vocab_size, rng_uniform(&rng));
     }
     if (print) {
         char* text = (char*)zero_calloc((size_t)T * 64 + 1, 1, "sample text");
@@ -438,23 +516,26 @@ typedef struct {
     long long sent_elements, tokens_seen;
     int batch_tokens;
     const char* eta;
+    const ZeroEngine* zero; // its offload counters (NVMe bytes, exposed I/O wait) for this step
 } StepReport;
 
 // Rank 0 prints the step line; the log (rank 0 only) gets the train record, with the meter's
 // fields (noise_scale_train_fields).
 static void report_train_step(const StepReport* r, const GradientNoiseScale* gns, Logger* logger, int print) {
-    char gns_text[32], gns_fields[256], loss_text[32], norm_text[32];
+    char gns_text[32], gns_fields[256], loss_text[32], norm_text[32], offload_text[128], offload_fields[160];
     if (print) {
-        printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | gns %s | %.1f ms | comm wait %.1f ms | sent %lld | %.0f tok/s | eta %s\n",
+        printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | gns %s | %.1f ms | comm wait %.1f ms | sent %lld | %.0f tok/s | eta %s%s\n",
                r->step, r->max_steps, r->loss, r->lr, r->grad_norm, noise_scale_text(gns, gns_text, sizeof(gns_text)),
-               r->seconds * 1000.0, r->comm_wait_ms, r->sent_elements, r->tokens_per_s, r->eta);
+               r->seconds * 1000.0, r->comm_wait_ms, r->sent_elements, r->tokens_per_s, r->eta,
+               zero_offload_step_text(r->zero, offload_text, sizeof(offload_text)));
         fflush(stdout);
     }
     logger_record(logger, "train", "\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.3f,"
-                  "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,\"sent_elements\":%lld,%s",
+                  "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,\"sent_elements\":%lld%s,%s",
                   r->step, json_number(loss_text, sizeof(loss_text), r->loss), r->lr,
                   json_number(norm_text, sizeof(norm_text), r->grad_norm), r->seconds * 1000.0, r->tokens_per_s, r->tokens_seen,
-                  r->batch_tokens, r->comm_wait_ms, r->sent_elements, noise_scale_train_fields(gns_fields, sizeof(gns_fields), gns));
+                  r->batch_tokens, r->comm_wait_ms, r->sent_elements, zero_offload_step_fields(r->zero, offload_fields, sizeof(offload_fields)),
+                  noise_scale_train_fields(gns_fields, sizeof(gns_fields), gns));
 }
 
 // ZeRO++ (zero/zeropp.h): this rank's bytes sent this step within its host and to other hosts,
@@ -483,7 +564,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     int B = model->B, T = model->T, world_size = z->world_size;
     size_t psi = model->layout.padded_numel;
     int threads = omp_get_max_threads();
-    char gns_fields[256], batch_fields[512], init_text[8192];
+    char gns_fields[256], batch_fields[512], init_text[8192], offload_fields[512];
     printf("GPT-2 CPU trainer | ZeRO stage %d | world size %d | threads per rank %d\n", ZERO_STAGE, world_size, threads);
     blas_print_report(stdout); // library, version, kernel; a warning when it runs a generic kernel
     // Ranks on one machine share its cores: more threads than cores in total slows every rank.
@@ -514,19 +595,19 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, init);
     logger_record(logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
                   "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
-                  "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,"
+                  "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,\"wte_units\":%d,"
                   "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,\"bytes_ring\":%zu,\"bytes_activations\":%zu,"
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
                   "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\","
-                  "%s,%s",
+                  "%s%s,%s",
                   json_escape(init_text, sizeof(init_text), args->init), cfg->num_layers, cfg->channels, cfg->num_heads,
                   cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
-                  max_steps, args->learning_rate, start_step, psi,
+                  max_steps, args->learning_rate, start_step, psi, model->layout.num_wte_units,
                   z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working, z->bytes_ring, model->act_bytes,
                   zero_state_bytes_formula(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_text[ZERO_STAGE],
-                  zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps),
-                  zero_elements_sent_formula_text[ZERO_STAGE],
+                  zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_embedding_numel(&model->layout)),
+                  zero_elements_sent_formula_text[ZERO_STAGE], zero_offload_config_fields(z, grad_accum_steps, offload_fields, sizeof(offload_fields)),
                   noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns),
                   batch_schedule_config_fields(batch_fields, sizeof(batch_fields), batch));
     fflush(stdout);
@@ -546,7 +627,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
 static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine* m, int is_cpu) {
     const GPT2Config* c = pm->config;
     size_t sizes[GPT2_ACTIVATION_BUFFERS], floats = 0;
-    int n = gpt2_activation_sizes(c, pm->B, pm->T, sizes);
+    int n = gpt2_activation_sizes(layout, pm->B, pm->T, sizes);
     for (int i = 0; i < n; i++) floats += sizes[i];
     pm->element_bytes = sizeof(float);
     pm->has_master = 0;
@@ -611,9 +692,10 @@ int main(int argc, char** argv) {
     if (do_val) dataloader_init(&val_loader, args.val_pattern, B, T, rank, world_size);
 
     GPT2 model;
-    gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size);
+    gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size, &run.offload);
     model.zero.timeout_s = args.collective_timeout_s;
-    zero_pp_setup(&model.zero, args.zeropp_qw, args.zeropp_qg, args.zeropp_qg_bits, args.zeropp_hp, args.zeropp_block);
+    zero_pp_setup(&model.zero, args.zeropp_qw, args.zeropp_qg, args.zeropp_qg_bits, args.zeropp_hp, args.zeropp_block,
+                  args.zeropp_grad_block);
     GNSMeter saved_gns; // the meter's EMAs from the checkpoint (none: steps 0)
     gns_init(&saved_gns, 0.0);
     if (start_step > 0) { // checkpoints: zero_checkpoint_save / zero_checkpoint_load_state in zero.cuh
@@ -690,7 +772,7 @@ int main(int argc, char** argv) {
         char eta[32];
         format_eta(eta, sizeof(eta), mean_step * (max_steps - step - 1));
         StepReport report = {step + 1, max_steps, train_loss, lr, grad_norm, seconds, comm_wait_ms, tokens_per_s,
-                             sent, tokens_seen, total_batch_tokens, eta};
+                             sent, tokens_seen, total_batch_tokens, eta, z};
         report_train_step(&report, &gns, &logger, rank == 0);
         if (z->pp) report_zeropp_step(z, step + 1, grad_accum_steps, &logger, rank == 0);
         if (!isfinite(train_loss) || !isfinite(grad_norm)) {

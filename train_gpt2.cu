@@ -128,8 +128,13 @@ typedef struct {
     bf16* lnf;        // (B,T,C)
     float* lnf_mean;  // (B,T) fp32
     float* lnf_rstd;  // (B,T) fp32
-    bf16* logits;     // (B,T,Vp); holds dlogits after a training forward
+    bf16* logits;     // (B,T,R): one vocab chunk's logits (R = the largest chunk's rows); dlogits in backward
+    float* row_max;   // (B,T) fp32: online softmax over the chunks, each row's running max,
+    float* row_sum;   // (B,T) fp32: its sum of exp(logit - row_max),
+    float* target_logit; // (B,T) fp32: and the target's logit (kernels/classifier.cuh)
     float* losses;    // (B,T) fp32
+    bf16* wpe;        // (T,C): wpe's first T rows, kept while the encoder walks wte's chunks
+    bf16* logits_last; // (B,Vp): sampling, each row's last position
 } ActivationsGPU;
 
 // Backward scratch, reused layer by layer.
@@ -185,6 +190,9 @@ typedef struct {
     int loss_slot;          // where forward adds its loss (gpt2_take_loss reads it)
     float* logits_host;     // Vp floats, for sampling
     bf16* logits_staging;   // Vp bf16, host
+    size_t wte_rows_max;    // R: rows of the largest wte vocab chunk
+    float dloss_scale;      // of the last forward: backward turns the recomputed logits into dlogits with it
+    int* chunk_bucket;      // (K+1) host: the encoder plan's buckets of chunk k are [chunk_bucket[k], chunk_bucket[k+1])
     OpTimer timer;          // -ot: the per-kernel table (common/op_timer.cuh); off unless asked for
 } GPT2;
 
@@ -198,18 +206,22 @@ static void* carve(char** cursor, size_t bytes) {
 }
 
 // Bytes of each activation and scratch buffer for (B, T), in the order gpt2_alloc_activations
-// carves them (each 256-byte aligned there); returns their count.
-#define GPT2_ACTIVATION_BUFFERS 28
-static int gpt2_activation_sizes(const GPT2Config* c, int B, int T, size_t bytes[GPT2_ACTIVATION_BUFFERS]) {
+// carves them (each 256-byte aligned there); returns their count. The logits are one vocab
+// chunk's, B x T x R (R = wte_chunk_rows_max: the LM head walks wte's chunks, never holding all
+// B x T x Vp), and sampling's B x Vp.
+#define GPT2_ACTIVATION_BUFFERS 33
+static int gpt2_activation_sizes(const ParamLayout* layout, int B, int T, size_t bytes[GPT2_ACTIVATION_BUFFERS]) {
+    const GPT2Config* c = &layout->config;
     size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
-    size_t BT = (size_t)B * T, h = sizeof(bf16), f = sizeof(float);
+    size_t BT = (size_t)B * T, h = sizeof(bf16), f = sizeof(float), R = wte_chunk_rows_max(layout);
     size_t reduce_floats = layernorm_backward_scratch_floats((int)C);
     size_t matmul_floats = matmul_backward_scratch_floats(4 * (int)C);
     if (matmul_floats > reduce_floats) reduce_floats = matmul_floats;
     size_t b[GPT2_ACTIVATION_BUFFERS] = {
         BT * C * h, L * BT * C * h, L * BT * f, L * BT * f, L * BT * 3 * C * h, L * BT * C * h, L * B * NH * T * f,
         L * BT * C * h, L * BT * C * h, L * BT * C * h, L * BT * f, L * BT * f, L * BT * 4 * C * h, L * BT * 4 * C * h,
-        L * BT * C * h, L * BT * C * h, BT * C * h, BT * f, BT * f, BT * Vp * h, BT * f,
+        L * BT * C * h, L * BT * C * h, BT * C * h, BT * f, BT * f, BT * R * h, BT * f, BT * f, BT * f, BT * f,
+        (size_t)T * C * h, (size_t)B * Vp * h,
         BT * C * h, BT * C * h, BT * C * h, BT * 3 * C * h, BT * 4 * C * h, reduce_floats * f,
         attention_scratch_floats(B, T, (int)C, (int)NH) * f,
     };
@@ -219,9 +231,9 @@ static int gpt2_activation_sizes(const GPT2Config* c, int B, int T, size_t bytes
 
 // What gpt2_alloc_activations allocates on the device in all (act_bytes): the aligned buffers,
 // the micro-batch slots (tokens, targets, encoder plan) and the loss slots (the planner's activations).
-static size_t gpt2_activation_bytes(const GPT2Config* c, int B, int T) {
+static size_t gpt2_activation_bytes(const ParamLayout* layout, int B, int T) {
     size_t bytes[GPT2_ACTIVATION_BUFFERS], total = 0, BT = (size_t)B * T;
-    int n = gpt2_activation_sizes(c, B, T, bytes);
+    int n = gpt2_activation_sizes(layout, B, T, bytes);
     for (int i = 0; i < n; i++) total += (bytes[i] + 255) / 256 * 256;
     return total + BATCH_SLOTS * BATCH_SLOT_INTS(BT) * sizeof(int) + (LOSS_EVAL_SLOT + 1) * sizeof(float);
 }
@@ -235,12 +247,15 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
         (void**)&model->acts.residual2, (void**)&model->acts.ln2, (void**)&model->acts.ln2_mean, (void**)&model->acts.ln2_rstd,
         (void**)&model->acts.fch, (void**)&model->acts.fch_gelu, (void**)&model->acts.fcproj, (void**)&model->acts.residual3,
         (void**)&model->acts.lnf, (void**)&model->acts.lnf_mean, (void**)&model->acts.lnf_rstd, (void**)&model->acts.logits,
-        (void**)&model->acts.losses, (void**)&model->scratch.dresidual, (void**)&model->scratch.dln,
+        (void**)&model->acts.row_max, (void**)&model->acts.row_sum, (void**)&model->acts.target_logit,
+        (void**)&model->acts.losses, (void**)&model->acts.wpe, (void**)&model->acts.logits_last,
+        (void**)&model->scratch.dresidual, (void**)&model->scratch.dln,
         (void**)&model->scratch.datty, (void**)&model->scratch.dqkv, (void**)&model->scratch.dfch,
         (void**)&model->scratch.reduce, (void**)&model->scratch.attention_scratch,
     };
+    model->wte_rows_max = wte_chunk_rows_max(&model->layout);
     size_t bytes[GPT2_ACTIVATION_BUFFERS], total = 0;
-    int n = gpt2_activation_sizes(c, B, T, bytes);
+    int n = gpt2_activation_sizes(&model->layout, B, T, bytes);
     for (int i = 0; i < n; i++) total += (bytes[i] + 255) / 256 * 256;
     model->act_bytes = 0;
     model->act_memory = device_alloc(total, &model->act_bytes, "activations");
@@ -265,6 +280,8 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
     memset(&model->timer, 0, sizeof(model->timer)); // off (main turns it on for -ot)
     model->logits_host = (float*)host_alloc(Vp * sizeof(float), "logits");
     model->logits_staging = (bf16*)host_alloc(Vp * sizeof(bf16), "logits");
+    model->chunk_bucket = (int*)host_alloc((size_t)(model->layout.num_wte_units + 1) * sizeof(int), "encoder plan");
+    zero_reserve_kept_rows(&model->zero, BT, c->channels); // stages 2-3: the encoder's rows of wte's gradient
     model->B = B;
     model->T = T;
 }
@@ -274,7 +291,8 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
  * activations on this rank's GPU. Parameters are initialized (or read) on the host, fp32, exactly
  * as the CPU build does, then handed to the engine (fp32 master, bf16 params).
  */
-static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t seed, int rank, int world_size) {
+static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t seed, int rank, int world_size,
+                       const ZeroOffloadArgs* offload) {
     // A depth, a model file, or the resume checkpoint (read by rank 0 and broadcast): zero/checkpoint.h.
     int from_file = model_source_config(init, &model->config);
     if (T > model->config.max_seq_len) {
@@ -289,12 +307,11 @@ static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t see
     }
     attention_check_head_size(c->channels, c->num_heads);
     param_layout_build(&model->layout, &model->config, world_size, ZERO_ALIGN);
-    zero_init(&model->zero, &model->layout, rank, world_size);
+    zero_init_placed(&model->zero, &model->layout, rank, world_size, offload); // offload NULL: all on the device
     // One unit at a time, as the CPU trainer: initialized (the same on every rank: per-tensor
     // seeded streams) or read from the file, then handed to the engine, which keeps what this
     // rank's stage stores (fp32 master weights, bf16 parameters).
-    size_t unit_capacity = model->layout.units[UNIT_EMBEDDING].padded_numel;
-    if (zero_max_layer_unit_numel(&model->layout) > unit_capacity) unit_capacity = zero_max_layer_unit_numel(&model->layout);
+    size_t unit_capacity = zero_max_unit_numel(&model->layout);
     float* unit_buf = (float*)host_alloc(unit_capacity * sizeof(float), "parameter unit");
     for (int u = 0; u < model->layout.num_units; u++) {
         if (from_file) model_source_unit(init, &model->layout, u, unit_buf);
@@ -323,7 +340,7 @@ static void gpt2_free(GPT2* model) {
     free(st->bucket_counts);
     CUDA_CHECK(cudaFree(model->loss_sum_device));
     CUDA_CHECK(cudaFreeHost(model->loss_host));
-    free(model->logits_host); free(model->logits_staging);
+    free(model->logits_host); free(model->logits_staging); free(model->chunk_bucket);
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -379,17 +396,34 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     OP_MARK(model, OP_OTHER); // the wait for the micro-batch's copy
     int* inputs_device = gpt2_stage_batch(model, inputs, targets, BT, backward_follows);
     int* targets_device = inputs_device + BT;
+    if (backward_follows) { // the plan's tokens ascend: each vocab chunk's are a run of buckets
+        const BatchStaging* st = &model->batch;
+        const int* tokens = st->host[st->slot] + 2 * (size_t)BT;
+        for (int k = 0, b = 0; k <= layout->num_wte_units; k++) {
+            int row0 = k < layout->num_wte_units ? (int)layout->tensors[wte_piece_index(layout, k)].row0 : Vp;
+            while (b < st->num_buckets[st->slot] && tokens[b] < row0) b++;
+            model->chunk_bucket[k] = b;
+        }
+        model->dloss_scale = dloss_scale;
+    }
 
     // Each unit: ask the engine for its parameters, and let it prefetch the next one meanwhile
-    // (ZeRO-3 all-gathers on the comm stream; a no-op at stages 0-2).
-    zero_trace_compute(z, ZERO_TRACE_FORWARD, UNIT_EMBEDDING); // -tr: each unit's span (zero/trace.h)
-    OP_MARK(model, OP_ENGINE);
+    // (ZeRO-3 all-gathers on the comm stream; a no-op at stages 0-2). The encoder walks wte's
+    // vocab chunks; the first unit also holds wpe, whose T rows are copied aside for the others.
+    int K = layout->num_wte_units;
     zero_pp_pass(z, 0); // ZeRO++: the gathers below serve forward (qwZ)
-    bf16* emb = zero_params_unit(z, UNIT_EMBEDDING);
-    zero_params_prefetch(z, UNIT_LAYER(0));
-    OP_MARK(model, OP_ENCODER);
-    encoder_forward_cuda(a->encoded, inputs_device, emb, emb + wpe_offset, B, T, C, stream);
-    zero_params_unit_done(z, UNIT_EMBEDDING);
+    for (int k = 0; k < K; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        zero_trace_compute(z, ZERO_TRACE_FORWARD, wte_unit(layout, k)); // -tr: each unit's span (zero/trace.h)
+        OP_MARK(model, OP_ENGINE);
+        bf16* emb = zero_params_unit(z, wte_unit(layout, k));
+        zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_LAYER(0));
+        OP_MARK(model, OP_ENCODER);
+        if (k == 0) CUDA_CHECK(cudaMemcpyAsync(a->wpe, emb + wpe_offset, (size_t)T * C * sizeof(bf16), cudaMemcpyDeviceToDevice, stream));
+        encoder_forward_chunk_cuda(a->encoded, inputs_device, emb, a->wpe, (int)piece->row0, (int)piece->shape[0], B, T, C, stream);
+        OP_MARK(model, OP_ENGINE);
+        zero_params_unit_done(z, wte_unit(layout, k));
+    }
 
     for (int l = 0; l < L; l++) {
         zero_trace_compute(z, ZERO_TRACE_FORWARD, UNIT_LAYER(l));
@@ -423,7 +457,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
 
     zero_trace_compute(z, ZERO_TRACE_FORWARD, UNIT_FINAL(c));
     bf16* final_unit = zero_params_unit(z, UNIT_FINAL(c));
-    zero_params_prefetch(z, UNIT_EMBEDDING); // for the LM head
+    zero_params_prefetch(z, wte_unit(layout, 0)); // for the LM head
     OP_MARK(model, OP_LAYERNORM_FWD);
     size_t last = (size_t)(L - 1) * BT;
     bf16* last_residual = a->residual3 + last * C; // = residual2 + fcproj of the last layer, fused into lnf
@@ -432,27 +466,67 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     OP_MARK(model, OP_ENGINE);
     zero_params_unit_done(z, UNIT_FINAL(c));
 
-    // LM head, tied to wte: the embedding unit is needed a second time (ZeRO-3 gathers it again).
-    zero_trace_compute(z, ZERO_TRACE_FORWARD, ZERO_TRACE_LM_HEAD);
-    bf16* wte = zero_params_unit(z, UNIT_EMBEDDING);
-    OP_MARK(model, OP_LM_HEAD_FWD);
-    if (targets != NULL) {
-        matmul_forward_cuda(a->logits, a->lnf, wte, NULL, BT, C, Vp, stream);
-        OP_MARK(model, OP_CLASSIFIER);
-        fused_classifier_cuda(a->logits, a->losses, targets_device, BT, V, Vp, dloss_scale, stream);
-        losses_sum_cuda(model->loss_sum_device + model->loss_slot, a->losses, BT, loss_weight / BT, stream);
-    } else {
-        for (int b = 0; b < B; b++)
-            matmul_forward_cuda(a->logits + (size_t)b * Vp, a->lnf + ((size_t)b * T + T - 1) * C, wte, NULL, 1, C, Vp, stream);
+    // LM head, tied to wte, one vocab chunk at a time (ZeRO-3 gathers each chunk again): the
+    // chunk's logits (BT, rows) go into each row's online softmax statistics, so the (BT, Vp)
+    // logits never exist at once; backward recomputes them chunk by chunk.
+    if (targets != NULL) classifier_stats_init_cuda(a->row_max, a->row_sum, a->target_logit, BT, stream);
+    for (int k = 0; k < K; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        int row0 = (int)piece->row0, rows = (int)piece->shape[0];
+        zero_trace_compute(z, ZERO_TRACE_FORWARD, zero_trace_lm_head(k));
+        OP_MARK(model, OP_ENGINE);
+        bf16* wte = zero_params_unit(z, wte_unit(layout, k));
+        if (k + 1 == K && backward_follows) zero_pp_pass(z, 1); // ZeRO++: this prefetch serves backward's LM head
+        zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : backward_follows ? wte_unit(layout, 0) : -1);
+        OP_MARK(model, OP_LM_HEAD_FWD);
+        if (targets != NULL) {
+            matmul_forward_cuda(a->logits, a->lnf, wte, NULL, BT, C, rows, stream);
+            OP_MARK(model, OP_CLASSIFIER);
+            classifier_forward_chunk_cuda(a->logits, a->row_max, a->row_sum, a->target_logit, targets_device, BT, row0, rows, V,
+                                          stream);
+        } else {
+            for (int b = 0; b < B; b++) { // sampling: each row's last position, into its row of logits_last
+                matmul_forward_cuda(a->logits + (size_t)b * rows, a->lnf + ((size_t)b * T + T - 1) * C, wte, NULL, 1, C, rows, stream);
+                CUDA_CHECK(cudaMemcpyAsync(a->logits_last + (size_t)b * Vp + row0, a->logits + (size_t)b * rows, (size_t)rows * sizeof(bf16),
+                                           cudaMemcpyDeviceToDevice, stream));
+            }
+        }
+        OP_MARK(model, OP_ENGINE);
+        zero_params_unit_done(z, wte_unit(layout, k));
     }
-    // The LM head is the last op of forward and the first of backward: a forward that produced
-    // dlogits (dloss_scale != 0) is followed by backward, which keeps using wte (ZeRO-3 then
-    // gathers the embedding unit twice per micro-step, like every unit; as the CPU trainer).
+    if (targets != NULL) {
+        OP_MARK(model, OP_CLASSIFIER);
+        classifier_losses_cuda(a->losses, a->row_max, a->row_sum, a->target_logit, BT, stream);
+        losses_sum_cuda(model->loss_sum_device + model->loss_slot, a->losses, BT, loss_weight / BT, stream);
+    }
+    // A forward that produced its classifier statistics for backward (dloss_scale != 0) is
+    // followed by backward, which reads the micro-batch's slot again (targets, encoder plan).
     if (!backward_follows) {
-        zero_params_unit_done(z, UNIT_EMBEDDING);
         CUDA_CHECK(cudaEventRecord(model->batch.consumed[model->batch.slot], stream)); // no backward reads the slot
     }
 }
+
+#ifdef TESTING
+// The full logits (B,T,Vp) of the last forward's final LayerNorm output into host memory, chunk
+// by chunk (for tests; training never holds them). Every rank calls it (ZeRO-3 gathers).
+static void gpt2_full_logits(GPT2* model, float* out, int B, int T) {
+    const ParamLayout* layout = &model->layout;
+    int C = model->config.channels, Vp = model->config.padded_vocab_size, BT = B * T;
+    bf16* host = (bf16*)host_alloc((size_t)BT * model->wte_rows_max * sizeof(bf16), "test logits");
+    for (int k = 0; k < layout->num_wte_units; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        int rows = (int)piece->shape[0];
+        bf16* wte = zero_params_unit(&model->zero, wte_unit(layout, k));
+        matmul_forward_cuda(model->acts.logits, model->acts.lnf, wte, NULL, BT, C, rows, model->zero.compute);
+        zero_params_unit_done(&model->zero, wte_unit(layout, k));
+        zero_device_synchronize(&model->zero, "test logits");
+        CUDA_CHECK(cudaMemcpy(host, model->acts.logits, (size_t)BT * rows * sizeof(bf16), cudaMemcpyDeviceToHost));
+        for (int bt = 0; bt < BT; bt++)
+            for (int r = 0; r < rows; r++) out[(size_t)bt * Vp + piece->row0 + r] = __bfloat162float(host[(size_t)bt * rows + r]);
+    }
+    free(host);
+}
+#endif
 
 // The loss accumulated since the last call (mean over what was added), then reset. Host sync
 // (timed by the engine: a stuck collective ends in the -wt diagnosis, not a hang).
@@ -477,7 +551,7 @@ static float gpt2_take_loss(GPT2* model) {
  */
 static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
     const GPT2Config* c = &model->config;
-    int L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
+    int L = c->num_layers, C = c->channels, NH = c->num_heads;
     int BT = B * T;
     ActivationsGPU* a = &model->acts;
     BackwardScratchGPU* s = &model->scratch;
@@ -486,17 +560,35 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
     const ParamLayout* layout = &model->layout;
     size_t wpe_offset = layout->tensors[param_tensor_index(layout, P_WPE, -1)].unit_offset;
 
-    zero_trace_compute(z, ZERO_TRACE_BACKWARD, ZERO_TRACE_LM_HEAD);
-    OP_MARK(model, OP_ENGINE);
-    zero_pp_pass(z, 1); // ZeRO++: the gathers from here on serve backward (not quantized)
-    bf16* wte = zero_params_unit(z, UNIT_EMBEDDING); // ZeRO-3: still gathered by forward's LM head
-    zero_params_prefetch(z, UNIT_FINAL(c));
-    bf16* demb = zero_grads_unit(z, UNIT_EMBEDDING);
-    // LM head: dlnf = dlogits @ wte (written), dwte += dlogits^T @ lnf
-    OP_MARK(model, OP_LM_HEAD_BWD);
-    matmul_backward_cuda(s->dln, demb, NULL, s->reduce, a->logits, a->lnf, wte, BT, C, Vp, 0, stream);
-    OP_MARK(model, OP_ENGINE);
-    zero_params_unit_done(z, UNIT_EMBEDDING);
+    // LM head, one vocab chunk at a time: recompute the chunk's logits, turn them into dlogits
+    // with forward's softmax statistics, dlnf = (+=) dlogits wte_k and dwte_k += dlogits^T lnf.
+    // The engine reduces dwte_k's LM-head part at once except the rows of this micro-batch's
+    // tokens (the encoder plan's buckets of the chunk), which the encoder adds to at the end.
+    int K = layout->num_wte_units, V = c->vocab_size;
+    BatchStaging* st = &model->batch;
+    int* targets_device = st->device[st->slot] + BT;
+    int* plan = st->device[st->slot] + 2 * (size_t)BT; // tokens | starts | positions
+    zero_pp_pass(z, 1); // ZeRO++: the gathers from here on serve backward (forward switched before its last prefetch)
+    for (int k = 0; k < K; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        int row0 = (int)piece->row0, rows = (int)piece->shape[0];
+        zero_trace_compute(z, ZERO_TRACE_BACKWARD, zero_trace_lm_head(k));
+        OP_MARK(model, OP_ENGINE);
+        bf16* wte = zero_params_unit(z, wte_unit(layout, k));
+        zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_FINAL(c));
+        bf16* dwte = zero_grads_unit(z, wte_unit(layout, k));
+        OP_MARK(model, OP_LM_HEAD_BWD);
+        matmul_forward_cuda(a->logits, a->lnf, wte, NULL, BT, C, rows, stream);
+        OP_MARK(model, OP_CLASSIFIER);
+        classifier_backward_chunk_cuda(a->logits, a->row_max, a->row_sum, targets_device, BT, row0, rows, V, model->dloss_scale,
+                                       stream);
+        OP_MARK(model, OP_LM_HEAD_BWD);
+        matmul_backward_cuda(s->dln, dwte, NULL, s->reduce, a->logits, a->lnf, wte, BT, C, rows, k > 0, stream);
+        OP_MARK(model, OP_ENGINE);
+        zero_params_unit_done(z, wte_unit(layout, k));
+        int first = model->chunk_bucket[k];
+        zero_grads_unit_partly_ready(z, wte_unit(layout, k), plan + first, model->chunk_bucket[k + 1] - first, row0, C);
+    }
 
     zero_trace_compute(z, ZERO_TRACE_BACKWARD, UNIT_FINAL(c));
     bf16* final_unit = zero_params_unit(z, UNIT_FINAL(c));
@@ -547,16 +639,21 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
         zero_grads_unit_ready(z, UNIT_LAYER(l), last_micro_step);
     }
 
-    // The embedding unit's gradient now has both parts of wte's (LM head above, embedding here).
-    zero_trace_compute(z, ZERO_TRACE_BACKWARD, UNIT_EMBEDDING);
-    BatchStaging* st = &model->batch;
-    int* plan = st->device[st->slot] + 2 * (size_t)BT; // tokens | starts | positions
-    OP_MARK(model, OP_ENCODER);
-    encoder_backward_cuda(demb, demb + wpe_offset, s->dresidual, plan + BT, plan, plan + 2 * BT + 1, st->num_buckets[st->slot],
-                          B, T, C, stream);
-    CUDA_CHECK(cudaEventRecord(st->consumed[st->slot], stream)); // the last read of this micro-batch's device slot
-    OP_MARK(model, OP_ENGINE);
-    zero_grads_unit_ready(z, UNIT_EMBEDDING, last_micro_step);
+    // Encoder, chunk by chunk: each wte unit's gradient now gets its second part, wpe's with the
+    // first; then the unit's collective starts (both contributions of the tied weight are in).
+    for (int k = 0; k < K; k++) {
+        const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
+        zero_trace_compute(z, ZERO_TRACE_BACKWARD, wte_unit(layout, k));
+        bf16* demb = zero_grads_unit(z, wte_unit(layout, k));
+        OP_MARK(model, OP_ENCODER);
+        if (k == 0) encoder_backward_wpe_cuda(demb + wpe_offset, s->dresidual, B, T, C, stream);
+        int first = model->chunk_bucket[k];
+        encoder_backward_chunk_cuda(demb, s->dresidual, plan + BT, plan, plan + 2 * BT + 1, first, model->chunk_bucket[k + 1] - first,
+                                    (int)piece->row0, C, stream);
+        if (k == K - 1) CUDA_CHECK(cudaEventRecord(st->consumed[st->slot], stream)); // the last read of this micro-batch's device slot
+        OP_MARK(model, OP_ENGINE);
+        zero_grads_unit_ready(z, wte_unit(layout, k), last_micro_step);
+    }
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -588,7 +685,7 @@ static void gpt2_sample(GPT2* model, Tokenizer* tokenizer, int gen_tokens, uint6
     for (int t = 1; t < T; t++) {
         gpt2_forward(model, tokens, NULL, 1, t, 0.0f, 0.0f);
         zero_device_synchronize(&model->zero, "sampling logits");
-        CUDA_CHECK(cudaMemcpyAsync(model->logits_staging, model->acts.logits, (size_t)Vp * sizeof(bf16),
+        CUDA_CHECK(cudaMemcpyAsync(model->logits_staging, model->acts.logits_last, (size_t)Vp * sizeof(bf16),
                                    cudaMemcpyDeviceToHost, model->zero.compute));
         CUDA_CHECK(cudaStreamSynchronize(model->zero.compute));
         for (int i = 0; i < Vp; i++) model->logits_host[i] = __bfloat162float(model->logits_staging[i]);
@@ -678,6 +775,10 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
            B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args->learning_rate,
            args->lr_schedule, args->warmup_steps, args->final_lr_fraction);
     batch_schedule_print_setup(batch);
+    if (z->pp) {
+        char pp_fields[768];
+        logger_record(logger, "zeropp_config", "%s", zero_pp_config_fields(z, grad_accum_steps, pp_fields, sizeof(pp_fields)));
+    }
     zero_print_accounting(z, grad_accum_steps, stdout);
     zero_pp_print_setup(z, grad_accum_steps, stdout);
     printf("memory per rank: params %.1f MiB, grads %.1f MiB, optimizer %.1f MiB (master + m + v), working units %.1f MiB, "
@@ -695,21 +796,22 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     printf("train: %zu tokens | val: %s\n", train_loader->num_tokens_total, do_val ? args->val_pattern : "off");
     noise_scale_print_setup(gns);
     if (start_step > 0) printf("resume: from step %d (%s)\n", start_step, init);
-    char init_text[8192], gns_fields[256], batch_fields[512];
-    logger_record(logger, "config", "\"init\":\"%s\",\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
+    char init_text[8192], gns_fields[256], batch_fields[512], offload_fields[512];
+    logger_record(logger, "config", "\"init\":\"%s\",\"wte_units\":%d,\"L\":%d,\"C\":%d,\"NH\":%d,\"V\":%d,\"Vp\":%d,\"maxT\":%d,\"parameters\":%zu,"
                   "\"B\":%d,\"T\":%d,\"world_size\":%d,\"zero_stage\":%d,\"batch_tokens\":%d,\"grad_accum_steps\":%d,"
                   "\"max_steps\":%d,\"lr\":%g,\"resume_step\":%d,\"padded_parameters\":%zu,"
                   "\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,\"bytes_ring\":%zu,\"bytes_activations\":%zu,"
                   "\"bytes_state_formula\":%zu,\"bytes_state_formula_text\":\"%s\","
-                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\",\"device\":\"%s\",\"collectives\":\"%s\",%s,%s",
-                  json_escape(init_text, sizeof(init_text), args->init), cfg->num_layers, cfg->channels, cfg->num_heads,
+                  "\"elements_sent_formula\":%lld,\"elements_sent_formula_text\":\"%s\",\"device\":\"%s\",\"collectives\":\"%s\",%s%s,%s",
+                  json_escape(init_text, sizeof(init_text), args->init), model->layout.num_wte_units, cfg->num_layers, cfg->channels, cfg->num_heads,
                   cfg->vocab_size, cfg->padded_vocab_size,
                   cfg->max_seq_len, model->layout.num_parameters, B, T, world_size, ZERO_STAGE, total_batch_tokens, grad_accum_steps,
                   max_steps, args->learning_rate, start_step, psi,
                   z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working, z->bytes_ring, model->act_bytes,
                   zero_state_bytes_formula_mixed(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_mixed_text[ZERO_STAGE],
-                  zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps),
+                  zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_embedding_numel(&model->layout)),
                   zero_elements_sent_formula_text[ZERO_STAGE], prop.name, ZERO_COMM_NAME,
+                  zero_offload_config_fields(z, grad_accum_steps, offload_fields, sizeof(offload_fields)),
                   noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns),
                   batch_schedule_config_fields(batch_fields, sizeof(batch_fields), batch));
     fflush(stdout);
@@ -726,7 +828,7 @@ static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine
     const GPT2Config* c = pm->config;
     pm->element_bytes = sizeof(bf16);
     pm->has_master = 1;
-    pm->activation_bytes = gpt2_activation_bytes(c, pm->B, pm->T);
+    pm->activation_bytes = gpt2_activation_bytes(layout, pm->B, pm->T);
     pm->ring_buffer = 0; // NCCL's buffers are its own (the machine's reserve)
     pm->attention_backward_products = 5;
     pm->attention_block = 64;
@@ -791,20 +893,21 @@ static int finish_step(GPT2* model, StepPending* p, BatchSchedule* batch, Gradie
     char eta[32];
     format_eta(eta, sizeof(eta), mean_step * (p->max_steps - p->step));
     if (z->rank == 0) {
-        char gns_text[32];
+        char gns_text[32], offload_text[256];
         printf("step %5d/%d | loss %.6f | lr %.2e | norm %.4f | gns %s | %.1f ms | comm wait %.1f ms | sent %lld | "
-               "%.0f tok/s | MFU %.1f%% | eta %s\n", p->step, p->max_steps, train_loss, p->lr, r.grad_norm,
+               "%.0f tok/s | MFU %.1f%% | eta %s%s\n", p->step, p->max_steps, train_loss, p->lr, r.grad_norm,
                noise_scale_text(gns, gns_text, sizeof(gns_text)), seconds * 1000.0, r.comm_wait_s * 1000.0, r.sent_elements,
-               tokens_per_s, 100.0 * mfu, eta);
+               tokens_per_s, 100.0 * mfu, eta, zero_offload_step_text(z, offload_text, sizeof(offload_text)));
         fflush(stdout);
     }
-    char loss_text[32], norm_text[32], gns_fields[256];
+    char loss_text[32], norm_text[32], gns_fields[256], offload_fields[256];
     logger_record(logger, "train", "\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"ms\":%.3f,"
                   "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"batch_tokens\":%d,\"comm_wait_ms\":%.3f,"
-                  "\"sent_elements\":%lld,\"mfu\":%.4f,%s",
+                  "\"sent_elements\":%lld,\"mfu\":%.4f%s,%s",
                   p->step, json_number(loss_text, sizeof(loss_text), train_loss), p->lr,
                   json_number(norm_text, sizeof(norm_text), r.grad_norm), seconds * 1000.0, tokens_per_s, stats->tokens_seen,
-                  total_batch_tokens, r.comm_wait_s * 1000.0, r.sent_elements, mfu, noise_scale_train_fields(gns_fields, sizeof(gns_fields), gns));
+                  total_batch_tokens, r.comm_wait_s * 1000.0, r.sent_elements, mfu,
+                  zero_offload_step_fields(z, offload_fields, sizeof(offload_fields)), noise_scale_train_fields(gns_fields, sizeof(gns_fields), gns));
     p->step = 0;
     if (!isfinite(train_loss) || !isfinite(r.grad_norm)) {
         if (z->rank == 0)
@@ -835,10 +938,12 @@ int main(int argc, char** argv) {
     double baseline_mib = gpu_used_mib(); // the CUDA context (and anything else on the GPU) before our buffers
     matmul_init();
     GPT2 model;
-    gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size);
+    char offload_err[512];
+    if (zero_offload_gpu_check_args(&run.offload, offload_err, sizeof(offload_err)) != 0) train_run_fail(&run, "%s", offload_err);
+    gpt2_build(&model, run.init, B, T, (uint64_t)args.seed, rank, world_size, &run.offload);
     ZeroEngine* z = &model.zero;
     z->timeout_s = args.collective_timeout_s;
-    zero_pp_setup(z, args.zeropp_qw, args.zeropp_qg, args.zeropp_qg_bits, args.zeropp_hp, args.zeropp_block);
+    zero_pp_setup(z, args.zeropp_qw, args.zeropp_qg, args.zeropp_qg_bits, args.zeropp_hp, args.zeropp_block, args.zeropp_grad_block);
     GNSMeter saved_gns; // the meter's EMAs from the checkpoint (none: steps 0)
     gns_init(&saved_gns, 0.0);
     if (start_step > 0) {
@@ -884,8 +989,11 @@ int main(int argc, char** argv) {
     StepPending pending = {0};
     // A batch schedule (-d auto, -ds) picks step t+1's batch from step t's results: then the host
     // reads each step back before queueing the next (one wait per step, the schedule's cost);
-    // with a fixed batch it reads step t while step t+1 is already queued.
-    int sync_each_step = batch->kind != BATCH_FIXED;
+    // with a fixed batch it reads step t while step t+1 is already queued. So does -zo cpu|nvme,
+    // whose step lines carry the step's own host<->device and NVMe bytes (engine counters the
+    // next step restarts); its host already waits inside each step (AdamW runs there), so the
+    // read-back costs it no overlap.
+    int sync_each_step = batch->kind != BATCH_FIXED || zero_offload_gpu_host_optimizer(z);
     float last_val_loss = NAN;
     int synced = 1; // a host sync (eval, sample, checkpoint) since the last step: its gap is not the step's
     for (int step = start_step; step <= max_steps; step++) {

@@ -5,7 +5,8 @@
  *
  *   zero/mpi_single.h   without Open MPI only (ZERO_NO_MPI): <mpi.h>'s calls for one process
  *   zero/layout.h       shard layout and DESIGN.md's formulas (bytes per rank, elements sent)
- *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, ZeroEngine
+ *   zero/nvme_io.h      asynchronous file I/O for the NVMe placement (io_uring or worker threads)
+ *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, placement, ZeroEngine
  *   zero/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
  *   zero/cluster.h      this rank, its host, every rank's host; what it is waiting for now
  *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
@@ -16,8 +17,11 @@
  *   zero/handshake.h    start-up across hosts, bounded by -wt: fingerprint, agreement, broadcasts
  *   zero/run_lock.h     one output dir, one run: the lock
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
- *   zero/zeropp.h       ZeRO++ (CPU build): int8 forward all-gather (qwZ), secondary shard for
- *                       backward within a host (hpZ), int4 two-level gradient all-to-all (qgZ)
+ *   zero/offload.h      ZeRO-Offload / ZeRO-Infinity: optimizer state and parameter shard on the
+ *                       host or on NVMe (-zo, -zp, -zd), their file regions, staging and formulas
+ *   zero/zeropp.h       ZeRO++ (CPU build; flags and formulas for both): int8 forward all-gather
+ *                       (qwZ), secondary shard for backward within a host (hpZ), int4 two-level
+ *                       gradient all-to-all (qgZ)
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
  *   zero/plan_machine.h the planner's machine: presets (h100, h200, cpu) and overrides
@@ -28,8 +32,10 @@
  *   zero/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
  *   zero/plan.h         the planner (--plan): every stage's bytes and step time for any N, the table
  *   zero/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
+ *   zero/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
  *   zero/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
- *   zero/zeropp_gpu.cuh GPU build: ZeRO++ qwZ (int8 forward all-gather of the master shard)
+ *   zero/zeropp_gpu.cuh GPU build: ZeRO++ qwZ, hpZ (secondary shard, group all-gather on a split
+ *                       communicator), qgZ (grouped ncclSend/ncclRecv of int4/int8 codes)
  *   zero/optimizer_gpu.cuh the GPU optimizer step: fp32 gradient norm, clipping on the device,
  *                       one AdamW launch, results read back asynchronously (two steps in flight)
  *   zero/checkpoint.h   checkpoint save and resume over either engine
@@ -140,6 +146,7 @@ typedef float ZeroFloat;
 #endif
 
 #include "zero/layout.h"
+#include "zero/nvme_io.h"
 #include "zero/engine.h"
 #include "zero/launcher.h"
 #include "zero/cluster.h"
@@ -151,6 +158,7 @@ typedef float ZeroFloat;
 #include "zero/handshake.h"
 #include "zero/run_lock.h"
 #include "zero/work_units.h"
+#include "zero/offload.h"
 #include "zero/zeropp.h"
 #include "zero/engine_cpu.h"
 #include "zero/accounting.h"
@@ -163,6 +171,7 @@ typedef float ZeroFloat;
 #include "zero/plan.h"
 #if ZERO_GPU_BUILD
 #include "zero/comm_gpu.cuh"
+#include "zero/offload_gpu.cuh"
 #include "zero/engine_gpu.cuh"
 #include "zero/zeropp_gpu.cuh"
 #include "zero/optimizer_gpu.cuh"

@@ -6,8 +6,10 @@
  * (common/batch_schedule.h): -d auto with -dm, -d0, -df, -dw, -dl, or -ds by hand, -ot (CUDA
  * build: the per-kernel table over that many steps, common/op_timer.cuh), -tr/-ts (the per-rank
  * timeline of chosen steps, zero/trace.h), --plan/-np/-rpn (the planner, zero/plan.h: no training),
- * and ZeRO++ (zero/zeropp.h): -qw (quantized weights), -hp (secondary shard group), -qg
- * (quantized gradients), -qgb (their bits), -qb (quantization block size).
+ * the ZeRO-Offload / ZeRO-Infinity placement (zero/offload.h): -zo (optimizer state), -zp (stage-3
+ * parameter shard), none|cpu|nvme each, and -zd (the NVMe directory), and ZeRO++
+ * (zero/zeropp.h): -qw (quantized weights), -hp (secondary shard group), -qg (quantized
+ * gradients), -qgb (their bits), -qb (the weights' quantization block size), -qbg (the gradients').
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
  * flag or a malformed value prints one error line and exits 1.
  */
@@ -55,12 +57,16 @@ typedef struct {
     int batch_window;          // -dw: ... for this many steps in a row
     const char* batch_lr_rule; // -dl: lr when the batch changes: none, sqrt, linear
     const char* batch_schedule; // -ds: the batch by hand, "STEP:TOKENS,..." (NULL: none)
+    const char* offload_optimizer; // -zo: none, cpu, nvme
+    const char* offload_params;    // -zp: none, cpu, nvme (ZeRO stage 3)
+    const char* offload_dir;       // -zd: directory of the NVMe offload files (NULL: none)
     int op_timing_steps;       // -ot: CUDA build, steps timed op family by op family (0: off)
     int zeropp_qw;             // -qw: ZeRO++ int8 forward all-gather (stage 3)
     int zeropp_hp;             // -hp: ZeRO++ secondary shard over K ranks (1: off, 0: the ranks of a host)
     int zeropp_qg;             // -qg: ZeRO++ quantized gradient all-to-all (stages 2-3)
     int zeropp_qg_bits;        // -qgb: its code width, 4 or 8
-    int zeropp_block;          // -qb: elements per quantization block
+    int zeropp_block;          // -qb: elements per quantization block of the weights (qwZ)
+    int zeropp_grad_block;     // -qbg: elements per quantization block of the gradients (qgZ)
     const char* trace_path;    // -tr: per-rank timeline (Chrome trace JSON), NULL: none
     const char* trace_steps;   // -ts: "FIRST-LAST" or "STEP", steps from 1
     const char* plan_machine;  // --plan: print the plan for this machine and exit (no training)
@@ -106,12 +112,16 @@ static const ArgSpec arg_specs[] = {
     {"-dw", ARG_INT, ARG_FIELD(batch_window), "-d auto: ... for dw steps in a row"},
     {"-dl", ARG_STRING, ARG_FIELD(batch_lr_rule), "lr when the batch changes: none, sqrt, linear (x ratio to the first)"},
     {"-ds", ARG_STRING, ARG_FIELD(batch_schedule), "batch by hand: STEP:TOKENS,... (after STEP steps, TOKENS)"},
+    {"-zo", ARG_STRING, ARG_FIELD(offload_optimizer), "optimizer state + AdamW: none (device), cpu (host RAM), nvme (files in -zd)"},
+    {"-zp", ARG_STRING, ARG_FIELD(offload_params), "ZeRO-3 parameter shard between uses: none, cpu, nvme (files in -zd)"},
+    {"-zd", ARG_STRING, ARG_FIELD(offload_dir), "directory for the NVMe offload files (one per rank, removed at exit)"},
     {"-ot", ARG_INT, ARG_FIELD(op_timing_steps), "CUDA build: time op families over n steps after 2 warm-up ones, print the per-kernel table"},
     {"-qw", ARG_INT, ARG_FIELD(zeropp_qw), "ZeRO++ qwZ: stage 3's forward all-gather as int8 codes + block scales (0/1)"},
     {"-hp", ARG_INT, ARG_FIELD(zeropp_hp), "ZeRO++ hpZ: backward all-gather from a secondary shard over K ranks (1: off, 0: a host's ranks)"},
     {"-qg", ARG_INT, ARG_FIELD(zeropp_qg), "ZeRO++ qgZ: gradient reduce-scatter as a two-level all-to-all of codes (0/1)"},
     {"-qgb", ARG_INT, ARG_FIELD(zeropp_qg_bits), "ZeRO++ qgZ: bits per gradient code, 4 or 8"},
-    {"-qb", ARG_INT, ARG_FIELD(zeropp_block), "ZeRO++: elements per quantization block (multiple of 32, 32-65536)"},
+    {"-qb", ARG_INT, ARG_FIELD(zeropp_block), "ZeRO++ qwZ: elements per weight quantization block (multiple of 32, 32-65536)"},
+    {"-qbg", ARG_INT, ARG_FIELD(zeropp_grad_block), "ZeRO++ qgZ: elements per gradient quantization block (multiple of 32, 32-65536)"},
     {"-tr", ARG_STRING, ARG_FIELD(trace_path), "timeline of steps -ts, FILE.json (rank R: FILE.rankR.json)"},
     {"-ts", ARG_STRING, ARG_FIELD(trace_steps), "steps the timeline holds: FIRST-LAST or STEP (from 1)"},
     {"--plan", ARG_STRING, ARG_FIELD(plan_machine), "plan stages 0-3 on h100, h200, cpu[,key=value...]; exit"},
@@ -169,12 +179,16 @@ static void train_args_defaults(TrainArgs* a) {
     a->batch_window = 3;
     a->batch_lr_rule = "sqrt";
     a->batch_schedule = NULL;
+    a->offload_optimizer = "none";
+    a->offload_params = "none";
+    a->offload_dir = NULL;
     a->op_timing_steps = 0;
     a->zeropp_qw = 0;
     a->zeropp_hp = 1;
     a->zeropp_qg = 0;
     a->zeropp_qg_bits = 4;
     a->zeropp_block = 2048; // ZERO_PP_DEFAULT_BLOCK (zero/zeropp.h)
+    a->zeropp_grad_block = 256; // ZERO_PP_DEFAULT_GRAD_BLOCK (zero/zeropp.h)
     a->trace_path = NULL;
     a->trace_steps = "2-4";
     a->plan_machine = NULL;
@@ -303,6 +317,10 @@ static void train_args_validate(const TrainArgs* a) {
     if (lr_kind_from_name(a->lr_schedule, &kind) != 0) {
         args_fail("error: -k %s: unknown schedule; expected cosine, linear or constant", a->lr_schedule);
     }
+    const char* placements[2][2] = {{"-zo", a->offload_optimizer}, {"-zp", a->offload_params}};
+    for (int k = 0; k < 2; k++)
+        if (strcmp(placements[k][1], "none") != 0 && strcmp(placements[k][1], "cpu") != 0 && strcmp(placements[k][1], "nvme") != 0)
+            args_fail("error: %s %s: unknown placement; expected none, cpu or nvme", placements[k][0], placements[k][1]);
     int first, last;
     if (train_args_trace_steps(a->trace_steps, &first, &last) != 0) {
         args_fail("error: -ts %s: not a step range; expected FIRST-LAST or STEP with 1 <= FIRST <= LAST", a->trace_steps);

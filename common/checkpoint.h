@@ -231,11 +231,12 @@ static void model_file_write(const char* path, const ParamLayout* layout, const 
     atomic_file_open(&af, path);
     atomic_file_write(&af, header, sizeof(header));
     uint64_t checksum = FNV1A64_INIT;
-    // The file is kind-major: visit tensors in file order, i.e. by kind, then by layer.
+    // The file is kind-major: visit tensors in file order, i.e. by kind, then by layer (wte by
+    // its vocab chunks, which hold consecutive rows).
     for (int kind = 0; kind < NUM_PARAM_KINDS; kind++) {
-        int copies = (kind >= P_LN1W && kind <= P_FCPROJB) ? cfg->num_layers : 1;
+        int copies = (kind >= P_LN1W && kind <= P_FCPROJB) ? cfg->num_layers : kind == P_WTE ? layout->num_wte_units : 1;
         for (int l = 0; l < copies; l++) {
-            const ParamTensor* t = &layout->tensors[param_tensor_index(layout, kind, l)];
+            const ParamTensor* t = &layout->tensors[kind == P_WTE ? wte_piece_index(layout, l) : param_tensor_index(layout, kind, l)];
             atomic_file_write(&af, params + t->offset, t->numel * sizeof(float));
             checksum = fnv1a64_words(params + t->offset, t->numel, checksum);
         }

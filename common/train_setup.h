@@ -36,6 +36,7 @@ typedef struct {
     char resume_model[4300];   // that checkpoint's model file
     const char* init;          // what the model is built from: -e, or resume_model
     int do_val;
+    ZeroOffloadArgs offload;   // -zo, -zp, -zd (zero/offload.h)
 } TrainRun;
 
 // After the ranks started: rank 0 prints the error line, every rank stops, exit 1.
@@ -200,6 +201,11 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
                 args->zero_stage, ZERO_STAGE, ZERO_STAGE, args->zero_stage);
         exit(1);
     }
+    char offload_err[8400] = "";
+    zero_placement_parse(args->offload_optimizer, &run->offload.optimizer); // values checked in train_args_validate
+    zero_placement_parse(args->offload_params, &run->offload.params);
+    run->offload.dir = args->offload_dir;
+    if (zero_offload_check_args(&run->offload, ZERO_STAGE, offload_err, sizeof(offload_err)) != 0) args_fail("%s", offload_err);
 #if !ZERO_GPU_BUILD
     if (args->op_timing_steps > 0) {
         fprintf(stderr, "error: -ot %d: the per-kernel table times CUDA kernels; expected -ot 0 here (train_gpt2cu has it)\n",
@@ -210,6 +216,9 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
     char pp_err[512]; // ZeRO++ flags against the stage and build (zero/zeropp.h; --plan checks them for its stage-3 rows)
     if (args->plan_machine == NULL && zero_pp_check_flags(args->zeropp_qw, args->zeropp_qg, args->zeropp_qg_bits, args->zeropp_hp, args->zeropp_block, ZERO_STAGE,
                             ZERO_GPU_BUILD, pp_err, sizeof(pp_err)))
+        args_fail("%s", pp_err);
+    if (zero_pp_check_grad_block(args->zeropp_grad_block, pp_err, sizeof(pp_err))) args_fail("%s", pp_err);
+    if (zero_pp_check_offload(args->zeropp_qw, args->zeropp_hp, &run->offload, ZERO_GPU_BUILD, pp_err, sizeof(pp_err)))
         args_fail("%s", pp_err);
     if (args->resume && args->output_dir == NULL) {
         fprintf(stderr, "error: -y 1: resuming needs the checkpoint directory; expected -o <dir> as well\n");
@@ -239,6 +248,12 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
     if (args->zeropp_qw && N > 1)
         train_run_fail(run, "error: -qw 1: the host-staged MPI backend (ZERO_COMM=mpi) gathers bf16 values, not int8 packets; "
                        "expected -qw 0, or the NCCL build");
+    if (args->zeropp_hp != 1 && N > 1)
+        train_run_fail(run, "error: -hp %d: the host-staged MPI backend (ZERO_COMM=mpi) has no group communicator for hpZ's "
+                       "gather; expected -hp 1, or the NCCL build", args->zeropp_hp);
+    if (args->zeropp_qg && N > 1)
+        train_run_fail(run, "error: -qg 1: the host-staged MPI backend (ZERO_COMM=mpi) reduces bf16 values, not codes; "
+                       "expected -qg 0, or the NCCL build");
 #endif
     if (batch_schedule_from_args(&run->batch, args, B, T, N, err, sizeof(err)) != 0) train_run_fail(run, "%s", err);
     run->total_batch_tokens = run->batch.state.batch_tokens;

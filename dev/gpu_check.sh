@@ -31,12 +31,15 @@
 #   6. test_gpt2cu at stages 1-3 (one GPU, no MPI: every stage with one rank)
 #   7. compute-sanitizer memcheck over test_kernels (small shapes)
 #   8. with Open MPI: the host-staged MPI backend, 2 ranks on this one GPU at stage 1, vs 1 rank
+#   9. ZeRO-Offload: d12 at stage 2 (one GPU, no MPI), 8 steps on the device and 8 with -zo cpu:
+#      step time, peak device memory, the loss difference
 # Then the summary: a table (tokens/s, MFU, step ms, peak memory and the formula's bytes) per
 # attention path, the two per-kernel tables, the errors against the reference, and a
 # PASS/FAIL/SKIP line per section. Caps per step (s): build 170 (first part), test_kernels 45 (per
-# binary), test_gpt2cu 30, d12 70 per attention path, sanitizer 50, the rest 30 each. Expected
-# total (an estimate: never measured on a GPU yet) 345 s; a hang costs one cap, not the call, and
-# what the budget cannot hold (stages 1-3, sanitizer, 2 ranks: the least informative) is skipped.
+# binary), test_gpt2cu 30, d12 70 per attention path, sanitizer 50, offload 60 per run, the rest
+# 30 each. Expected total (an estimate: never measured on a GPU yet) 345 s without offload; a
+# hang costs one cap, not the call, and what the budget cannot hold (stages 1-3, sanitizer, 2
+# ranks, offload: the least informative) is skipped.
 # Output (at most 8 files): $LOG/gpu_check.txt (all of this), $LOG/op_table_flash.txt and
 # $LOG/op_table_cudnn.txt (the per-kernel tables), $LOG/gpu_check_logs.tgz (every step's log,
 # rewritten after each section), LOG=${OUT:-build/gpu_check}. Data, unpacked libraries:
@@ -283,7 +286,8 @@ fi
 SM=sm$GPU_ARCH
 FIRST=(build/cuda/train_gpt2cu_nompi_${SM}_zero0 build/cuda/test_gpt2cu_nompi_${SM}_zero0)
 [ "$BLAS_OK" = 1 ] && FIRST=(build/test_kernels "${FIRST[@]}")
-LATER=(build/cuda/test_gpt2cu_nompi_${SM}_zero1 build/cuda/test_gpt2cu_nompi_${SM}_zero2 build/cuda/test_gpt2cu_nompi_${SM}_zero3)
+LATER=(build/cuda/test_gpt2cu_nompi_${SM}_zero1 build/cuda/test_gpt2cu_nompi_${SM}_zero2 build/cuda/test_gpt2cu_nompi_${SM}_zero3
+       build/cuda/train_gpt2cu_nompi_${SM}_zero2)
 [ "$MPI_OK" = 1 ] && LATER+=(build/cuda/train_gpt2cu_mpi_${SM}_zero0 build/cuda/train_gpt2cu_mpi_${SM}_zero1)
 CUDNN_BIN=build/cuda/train_gpt2cu_nompi_cudnn_${SM}_zero0
 CUDNN_BUILD=("$CUDNN_BIN")
@@ -474,6 +478,37 @@ elif t=$(limit 30 15); then
         else record mpi_backend_np2 FAIL "$(rc_text $rc "$t"); max loss difference $worst: $(grep -m1 -iE 'error' "$LOGS/mpi_np2.log" | cut -c1-200)"; fi
     fi
 else skip_budget mpi_backend_np2 15; fi
+archive
+
+# =============================================================================================
+# 9. ZeRO-Offload (zero/offload_gpu.cuh): d12 at stage 2 on one GPU (no MPI), B=64 x T=1024,
+# 8 steps on the device, then 8 with the optimizer state and AdamW on the host (-zo cpu): step
+# time and peak GPU memory of both, and the largest loss difference (on a GPU nvcc may fuse
+# multiply-adds the host AdamW does not, so they agree to bf16 rounding, not bit for bit)
+declare -A off_ms off_peak
+offload_run() { # TAG FLAGS...
+    local tag=$1 log=$LOGS/train_d12_zero2_$1.log t done_line; shift
+    t=$(limit 60 25) || return 1
+    run_to "$t" "$log" "$OFF_BIN" -i "$TRAIN_BIN" -j "$VAL_BIN" -e d12 -b 64 -t 1024 -x 8 -v 0 -s 0 -l 6e-4 -u 10 "$@"
+    OFF_RC=$?
+    done_line=$(grep -m1 '^done:' "$log")
+    off_ms[$tag]=$(grep -o 'mean step [0-9.]* ms' <<<"$done_line" | awk '{print $3}')
+    off_peak[$tag]=$(grep -o 'peak GPU memory [0-9.]* MiB' <<<"$done_line" | awk '{print $4}')
+    [ $OFF_RC -eq 0 ] && [ -n "$done_line" ]
+}
+name=zero2_offload_cpu_d12 OFF_BIN=build/cuda/train_gpt2cu_nompi_${SM}_zero2
+if [ -n "$BG_PID" ]; then timeout "$(limit 60 1 || echo 1)" tail --pid="$BG_PID" -f /dev/null; fi
+if [ ! -x "$OFF_BIN" ] || [ ! -f "$TRAIN_BIN" ]; then record "$name" SKIP "$OFF_BIN (build_later) or the data shard missing"
+elif ! limit 60 50 >/dev/null; then skip_budget "$name" 50
+elif ! offload_run device; then record "$name" FAIL "on device: exit $OFF_RC: $(grep -m1 -iE 'error' "$LOGS/train_d12_zero2_device.log" | cut -c1-200)"
+elif ! offload_run zo_cpu -zo cpu; then
+    record "$name" FAIL "-zo cpu: exit ${OFF_RC:-skipped (budget)}: $(grep -m1 -iE 'error' "$LOGS/train_d12_zero2_zo_cpu.log" 2>/dev/null | cut -c1-200)"
+else
+    worst=$(paste <(grep -E '^step +[0-9]+/' "$LOGS/train_d12_zero2_device.log" | grep -o 'loss [0-9.]*' | awk '{print $2}') \
+                  <(grep -E '^step +[0-9]+/' "$LOGS/train_d12_zero2_zo_cpu.log" | grep -o 'loss [0-9.]*' | awk '{print $2}') |
+            awk 'NF == 2 { d = $1 - $2; if (d < 0) d = -d; if (d > w) w = d; n++ } END { if (n > 0) printf "%.3g over %d steps", w, n; else print "no steps to compare" }')
+    record "$name" PASS "-zo cpu: ${off_ms[zo_cpu]:-?} ms/step, peak GPU ${off_peak[zo_cpu]:-?} MiB vs on device ${off_ms[device]:-?} ms, ${off_peak[device]:-?} MiB; max loss difference $worst; $(grep -m1 '^offload: host' "$LOGS/train_d12_zero2_zo_cpu.log" | cut -c1-120)"
+fi
 archive
 
 # =============================================================================================

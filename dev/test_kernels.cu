@@ -31,6 +31,7 @@
 #include "../kernels/layernorm.cuh"
 #include "../kernels/matmul.cuh"
 #include "../kernels/residual.cuh"
+#include "../kernels/rows.cuh"
 
 #include "../cpu/adamw.h"
 #include "../cpu/attention.h"
@@ -612,6 +613,157 @@ static void test_classifier_case(const char* name, int N, int V, int Vp) {
     free(logits_b); free(logits); free(losses); free(g_losses); free(g_dlogits); free(g_losses_eval); free(targets);
 }
 
+/*
+ * The LM head's vocab-chunked classifier (the trainer never holds the (N,Vp) logits): the GPU
+ * chunk kernels against the CPU chunk twins (cpu/classifier.h), and both against the whole-row
+ * fused_classifier, which makes the chunked online softmax's losses and dlogits an independent
+ * check. Chunk widths `widths` (multiples of 64, the last one the remainder) cut Vp; one chunk
+ * crosses V so that its padded columns are masked.
+ */
+static void test_classifier_chunks_case(const char* name, int N, int V, int Vp, int width) {
+    size_t n = (size_t)N * Vp;
+    bf16* logits_b = (bf16*)malloc(n * 2);
+    float *logits = (float*)malloc(n * 4), *whole = (float*)malloc(n * 4), *losses_whole = (float*)malloc(N * 4);
+    int* targets = (int*)malloc(N * sizeof(int));
+    random_bf16(logits_b, logits, n, 4.0f);
+    memcpy(whole, logits, n * 4);
+    for (int i = 0; i < N; i++) targets[i] = (int)((random_uniform() + 1.0f) * 0.5f * V) % V;
+    float scale = 1.0f / N;
+    fused_classifier(whole, losses_whole, targets, N, V, Vp, scale); // whole now holds dlogits
+    // CPU twin and GPU kernels, chunk by chunk (chunk logits laid out (N, cols) as the trainer's)
+    float *cmax = (float*)malloc(N * 4), *csum = (float*)malloc(N * 4), *ctgt = (float*)malloc(N * 4), *closs = (float*)malloc(N * 4);
+    float *cpu_d = (float*)malloc(n * 4), *gpu_d = (float*)malloc(n * 4), *g_loss = (float*)malloc(N * 4);
+    float* chunk = (float*)malloc((size_t)N * width * 4);
+    bf16* chunk_b = (bf16*)malloc((size_t)N * width * 2);
+    int* d_targets = (int*)device_copy_of(targets, N * sizeof(int));
+    float *d_stats, *d_loss;
+    bf16* d_chunk;
+    CUDA_CHECK(cudaMalloc(&d_stats, 3 * N * 4));
+    CUDA_CHECK(cudaMalloc(&d_loss, N * 4));
+    CUDA_CHECK(cudaMalloc(&d_chunk, (size_t)N * width * 2));
+    classifier_stats_init(cmax, csum, ctgt, N);
+    classifier_stats_init_cuda(d_stats, d_stats + N, d_stats + 2 * N, N, 0);
+    for (int pass = 0; pass < 2; pass++) { // 0: forward statistics; 1: backward dlogits
+        for (int col0 = 0; col0 < Vp; col0 += width) {
+            int cols = Vp - col0 < width ? Vp - col0 : width;
+            for (int r = 0; r < N; r++)
+                for (int j = 0; j < cols; j++) {
+                    chunk[(size_t)r * cols + j] = logits[(size_t)r * Vp + col0 + j];
+                    chunk_b[(size_t)r * cols + j] = logits_b[(size_t)r * Vp + col0 + j];
+                }
+            CUDA_CHECK(cudaMemcpy(d_chunk, chunk_b, (size_t)N * cols * 2, cudaMemcpyHostToDevice));
+            if (pass == 0) {
+                classifier_forward_chunk(chunk, cmax, csum, ctgt, targets, N, col0, cols, V);
+                classifier_forward_chunk_cuda(d_chunk, d_stats, d_stats + N, d_stats + 2 * N, d_targets, N, col0, cols, V, 0);
+            } else {
+                classifier_backward_chunk(chunk, cmax, csum, targets, N, col0, cols, V, scale);
+                classifier_backward_chunk_cuda(d_chunk, d_stats, d_stats + N, d_targets, N, col0, cols, V, scale, 0);
+                float* g = (float*)malloc((size_t)N * cols * 4);
+                CUDA_CHECK(cudaDeviceSynchronize());
+                download_bf16(g, d_chunk, (size_t)N * cols);
+                for (int r = 0; r < N; r++)
+                    for (int j = 0; j < cols; j++) {
+                        cpu_d[(size_t)r * Vp + col0 + j] = chunk[(size_t)r * cols + j];
+                        gpu_d[(size_t)r * Vp + col0 + j] = g[(size_t)r * cols + j];
+                    }
+                free(g);
+            }
+        }
+        if (pass == 0) {
+            classifier_losses(closs, cmax, csum, ctgt, N);
+            classifier_losses_cuda(d_loss, d_stats, d_stats + N, d_stats + 2 * N, N, 0);
+            CUDA_CHECK(cudaDeviceSynchronize());
+            download_f32(g_loss, d_loss, N);
+        }
+    }
+    int reported = 0, ok = 1;
+    // losses: fp32 log-sum-exp, folded chunk by chunk (one extra e^(max - max') rescale per
+    // chunk) instead of in one pass: the same 1e-4 absolute bound as the whole-row kernel
+    ok &= close_enough(name, "cpu_chunks_losses_vs_whole_row", closs, losses_whole, N, 1e-5f, 1e-4f, &reported);
+    ok &= close_enough(name, "gpu_chunks_losses", g_loss, closs, N, 1e-5f, 1e-4f, &reported);
+    // dlogits: fp32 (p - onehot) * scale; the CPU chunks equal the whole row's to fp32 rounding
+    // of the statistics (1e-6 relative), the GPU's are rounded once to bf16
+    ok &= close_enough(name, "cpu_chunks_dlogits_vs_whole_row", cpu_d, whole, n, 1e-5f, 1e-6f * scale / V, &reported);
+    ok &= close_enough(name, "gpu_chunks_dlogits", gpu_d, cpu_d, n, BF16_RTOL, 1e-3f * scale / V, &reported);
+    report(name, ok);
+    cudaFree(d_targets); cudaFree(d_stats); cudaFree(d_loss); cudaFree(d_chunk);
+    free(logits_b); free(logits); free(whole); free(losses_whole); free(targets); free(cmax); free(csum); free(ctgt);
+    free(closs); free(cpu_d); free(gpu_d); free(g_loss); free(chunk); free(chunk_b);
+}
+
+/*
+ * The encoder over vocab chunks: each chunk's forward writes its tokens' rows (wpe from a copy),
+ * each chunk's backward sums its tokens' buckets into its own (rows, C) gradient; against the
+ * whole-table CPU twin, whose results the chunks must reproduce; and the rows kernels that set a
+ * chunk's token rows aside and put them back (rows.cuh) against plain copies.
+ */
+static void test_encoder_chunks(void) {
+    const char* name = "encoder_chunks_and_rows";
+    const int B = 4, T = 50, C = 64, Vp = 320, maxT = 64, BT = B * T, width = 128; // chunks of 128, 128, 64 rows
+    size_t n_wte = (size_t)Vp * C, n_wpe = (size_t)maxT * C, n_out = (size_t)BT * C;
+    bf16 *wte_b = (bf16*)malloc(n_wte * 2), *wpe_b = (bf16*)malloc(n_wpe * 2), *dout_b = (bf16*)malloc(n_out * 2);
+    float *wte = (float*)malloc(n_wte * 4), *wpe = (float*)malloc(n_wpe * 4), *dout = (float*)malloc(n_out * 4);
+    float *dwte = (float*)calloc(n_wte, 4), *dwpe = (float*)calloc(n_wpe, 4), *out_ref = (float*)malloc(n_out * 4);
+    float *out_gpu = (float*)malloc(n_out * 4), *dwte_gpu = (float*)malloc(n_wte * 4);
+    int* inp = (int*)malloc(BT * sizeof(int));
+    random_bf16(wte_b, wte, n_wte, 1.0f);
+    random_bf16(wpe_b, wpe, n_wpe, 1.0f);
+    random_bf16(dout_b, dout, n_out, 1.0f);
+    for (int i = 0; i < BT; i++) inp[i] = (int)((random_uniform() + 1.0f) * 0.5f * 300) % 300; // every chunk gets tokens
+    encoder_forward(out_ref, inp, wte, wpe, B, T, C);
+    encoder_backward(dwte, dwpe, dout, inp, B, T, C);
+    int *tokens = (int*)malloc(BT * sizeof(int)), *starts = (int*)malloc((BT + 1) * sizeof(int));
+    int *positions = (int*)malloc(BT * sizeof(int)), *counts = (int*)malloc(Vp * sizeof(int));
+    int num_buckets = encoder_backward_plan(tokens, starts, positions, counts, inp, BT, Vp);
+    int* d_inp = (int*)device_copy_of(inp, BT * sizeof(int));
+    bf16* d_wte = (bf16*)device_copy_of(wte_b, n_wte * 2);
+    bf16* d_wpe = (bf16*)device_copy_of(wpe_b, n_wpe * 2);
+    bf16* d_dout = (bf16*)device_copy_of(dout_b, n_out * 2);
+    int* d_tokens = (int*)device_copy_of(tokens, BT * sizeof(int));
+    int* d_starts = (int*)device_copy_of(starts, (BT + 1) * sizeof(int));
+    int* d_positions = (int*)device_copy_of(positions, BT * sizeof(int));
+    bf16 *d_out, *d_dwte, *d_kept;
+    CUDA_CHECK(cudaMalloc(&d_out, n_out * 2));
+    CUDA_CHECK(cudaMalloc(&d_dwte, n_wte * 2));
+    CUDA_CHECK(cudaMalloc(&d_kept, n_wte * 2));
+    CUDA_CHECK(cudaMemset(d_dwte, 0, n_wte * 2));
+    int b = 0, rows_ok = 1;
+    for (int row0 = 0; row0 < Vp; row0 += width) {
+        int rows = Vp - row0 < width ? Vp - row0 : width, first = b;
+        while (b < num_buckets && tokens[b] < row0 + rows) b++;
+        bf16* dchunk = d_dwte + (size_t)row0 * C;
+        encoder_forward_chunk_cuda(d_out, d_inp, d_wte + (size_t)row0 * C, d_wpe, row0, rows, B, T, C, 0);
+        encoder_backward_chunk_cuda(dchunk, d_dout, d_starts, d_tokens, d_positions, first, b - first, row0, C, 0);
+        // rows: take the chunk's token rows aside (zeroing them), check, put them back
+        rows_take_cuda(d_kept, dchunk, d_tokens + first, row0, b - first, C, 0);
+        CUDA_CHECK(cudaDeviceSynchronize());
+        float* after = (float*)malloc((size_t)rows * C * 4);
+        float* kept = (float*)malloc((size_t)(b - first + 1) * C * 4);
+        download_bf16(after, dchunk, (size_t)rows * C);
+        download_bf16(kept, d_kept, (size_t)(b - first) * C);
+        for (int i = first; i < b; i++)
+            for (int c = 0; c < C; c++)
+                rows_ok &= after[(size_t)(tokens[i] - row0) * C + c] == 0.0f &&
+                           fabsf(kept[(size_t)(i - first) * C + c] - dwte[(size_t)tokens[i] * C + c]) <= BF16_RTOL * fabsf(dwte[(size_t)tokens[i] * C + c]) + 1e-3f;
+        rows_put_cuda(dchunk, d_kept, d_tokens + first, row0, b - first, C, 0);
+        free(after); free(kept);
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    download_bf16(out_gpu, d_out, n_out);
+    download_bf16(dwte_gpu, d_dwte, n_wte);
+    int reported = 0, ok = rows_ok;
+    if (!rows_ok) printf("  %s: rows_take did not set aside exactly the chunk's token rows\n", name);
+    // forward: one fp32 add of two bf16 values, one rounding, whichever chunk the token is in
+    ok &= close_enough(name, "out", out_gpu, out_ref, n_out, BF16_RTOL, 1e-6f, &reported);
+    // backward: fp32 sums of <= BT unit-size terms (header), one rounding; after take + put
+    ok &= close_enough(name, "dwte", dwte_gpu, dwte, n_wte, BF16_RTOL, 1e-3f, &reported);
+    report(name, ok);
+    cudaFree(d_inp); cudaFree(d_wte); cudaFree(d_wpe); cudaFree(d_dout); cudaFree(d_tokens); cudaFree(d_starts);
+    cudaFree(d_positions); cudaFree(d_out); cudaFree(d_dwte); cudaFree(d_kept);
+    free(wte_b); free(wpe_b); free(dout_b); free(wte); free(wpe); free(dout); free(dwte); free(dwpe); free(out_ref);
+    free(out_gpu); free(dwte_gpu); free(inp); free(tokens); free(starts); free(positions); free(counts);
+}
+
 // AdamW over a plan of segments (kernels/adamw.cuh): three segments of odd lengths at different
 // offsets in each of the five buffers (so an offset mix-up shows), weight decay on two of them,
 // the gradient scale from the device clip kernel; against cpu/adamw.h segment by segment.
@@ -653,8 +805,8 @@ static void test_adamw(void) {
     CUDA_CHECK(cudaMemcpy(&g_scale, d_scale, 4, cudaMemcpyDeviceToHost));
     float want_scale = adamw_grad_scale(64.0, 1.0f, 0.5f);
     for (int k = 0; k < S; k++) // CPU twin, segment by segment (the buffers keep the segments' offsets)
-        adamw_update(master + off_w[k], grads + off_g[k], m + off_w[k], v + off_w[k], len[k], lr, beta1, beta2, eps,
-                     decay[k] ? wd : 0.0f, want_scale, t);
+        adamw_update_scalar(master + off_w[k], grads + off_g[k], m + off_w[k], v + off_w[k], len[k], lr, beta1, beta2, eps,
+                            decay[k] ? wd : 0.0f, want_scale, t); // the scalar reference: the kernel's operations in its order
     adamw_update_cuda(&plan, 0, plan.num_chunks, d_params, d_master, d_grads, d_m, d_v, lr, beta1, beta2, eps, wd, d_scale, t,
                       1234u, 0);
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -799,6 +951,9 @@ int main(void) {
     test_gelu_residual();
     test_classifier_case("classifier_V1000_Vp1024", 64, 1000, 1024);
     test_classifier_case("classifier_V50257_Vp50304", 8, 50257, 50304); // 7 packs per thread
+    test_classifier_chunks_case("classifier_chunks_V1000_Vp1024", 64, 1000, 1024, 384); // chunks 384, 384, 256 (crosses V)
+    test_classifier_chunks_case("classifier_chunks_V50257_Vp50304", 4, 50257, 50304, 8448); // d12's chunk width
+    test_encoder_chunks();
     test_adamw();
     test_grad_accumulate();
     test_global_norm();

@@ -70,6 +70,86 @@ __global__ void __launch_bounds__(1024) fused_classifier_kernel(bf16* logits, fl
     }
 }
 
+/*
+ * The same loss and gradient over wte's vocab chunks (the trainer's LM head never holds the
+ * (N,Vp) logits; CPU twins classifier_*_chunk in cpu/classifier.h). A chunk's logits (N, cols)
+ * bf16 cover vocab columns [col0, col0 + cols); columns >= V are padding. Forward folds each
+ * chunk into every row's running max and sum of exponentials (fp32; the online softmax
+ * normalizer, Milakov & Gimelshein 2018, Algorithm 3) and picks up the target's logit; the
+ * losses then are log(sum) + max - target logit. Backward rewrites a chunk's (recomputed) logits
+ * in place with dlogits = (e^(x - max) / sum - onehot(target)) * dlogits_scale. One block per
+ * row, the row's part of the chunk held in registers as in fused_classifier_kernel.
+ */
+__global__ void __launch_bounds__(1024) classifier_forward_chunk_kernel(const bf16* logits, float* row_max, float* row_sum,
+                                                                        float* target_logit, const int* targets,
+                                                                        int col0, int cols, int V) {
+    __shared__ float reduce_scratch[32];
+    int row = blockIdx.x;
+    const bf16* x = logits + (size_t)row * cols;
+    int packs = cols / PACK_BF16, real = V - col0 < cols ? V - col0 : cols;
+    PackBf16 data[CLASSIFIER_MAX_PACKS];
+    float local_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < CLASSIFIER_MAX_PACKS; j++) {
+        int p = j * blockDim.x + threadIdx.x;
+        if (p < packs) {
+            data[j] = load_pack(x + (size_t)p * PACK_BF16);
+            for (int k = 0; k < PACK_BF16; k++)
+                if (p * PACK_BF16 + k < real) local_max = fmaxf(local_max, __bfloat162float(data[j].v[k]));
+        }
+    }
+    float chunk_max = block_reduce_max(local_max, reduce_scratch);
+    float old_max = row_max[row], new_max = fmaxf(old_max, chunk_max);
+    float local_sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < CLASSIFIER_MAX_PACKS; j++) {
+        int p = j * blockDim.x + threadIdx.x;
+        if (p < packs)
+            for (int k = 0; k < PACK_BF16; k++)
+                if (p * PACK_BF16 + k < real) local_sum += __expf(__bfloat162float(data[j].v[k]) - new_max);
+    }
+    float sum = block_reduce_sum(local_sum, reduce_scratch);
+    if (threadIdx.x == 0 && real > 0) {
+        row_sum[row] = row_sum[row] * __expf(old_max - new_max) + sum; // e^(-inf) = 0 on the first chunk
+        row_max[row] = new_max;
+        int t = targets[row] - col0;
+        if (t >= 0 && t < real) target_logit[row] = __bfloat162float(x[t]);
+    }
+}
+
+__global__ void __launch_bounds__(1024) classifier_backward_chunk_kernel(bf16* logits, const float* row_max, const float* row_sum,
+                                                                         const int* targets, int col0, int cols, int V,
+                                                                         float dlogits_scale) {
+    int row = blockIdx.x;
+    bf16* x = logits + (size_t)row * cols;
+    int packs = cols / PACK_BF16, real = V - col0 < cols ? V - col0 : cols;
+    int target = targets[row] - col0;
+    float m = row_max[row], scale = dlogits_scale / row_sum[row];
+    for (int p = threadIdx.x; p < packs; p += blockDim.x) {
+        PackBf16 d = load_pack(x + (size_t)p * PACK_BF16), r;
+        for (int k = 0; k < PACK_BF16; k++) {
+            int col = p * PACK_BF16 + k;
+            float g = 0.0f;
+            if (col < real) {
+                g = __expf(__bfloat162float(d.v[k]) - m) * scale;
+                if (col == target) g -= dlogits_scale;
+            }
+            r.v[k] = __float2bfloat16(g);
+        }
+        store_pack(x + (size_t)p * PACK_BF16, r);
+    }
+}
+
+// row_max = -inf, row_sum = 0 (before the first chunk); losses = log(sum) + max - target logit (after the last).
+__global__ void classifier_stats_init_kernel(float* row_max, float* row_sum, float* target_logit, int N) {
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n < N) { row_max[n] = -INFINITY; row_sum[n] = 0.0f; target_logit[n] = 0.0f; }
+}
+__global__ void classifier_losses_kernel(float* losses, const float* row_max, const float* row_sum, const float* target_logit, int N) {
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n < N) losses[n] = logf(row_sum[n]) - (target_logit[n] - row_max[n]);
+}
+
 // out[0] += scale * sum(losses[0..N)): one block, fixed order, so the mean loss of a step can be
 // accumulated on the device over micro-steps and read once.
 __global__ void losses_sum_kernel(float* out, const float* losses, int N, float scale) {
@@ -93,6 +173,41 @@ static inline void fused_classifier_cuda(bf16* logits, float* losses, const int*
         exit(1);
     }
     fused_classifier_kernel<<<N, block, 0, stream>>>(logits, losses, targets, V, Vp, dlogits_scale);
+    CUDA_CHECK_LAUNCH();
+}
+
+static inline int classifier_chunk_block(int cols) {
+    int packs = cols / PACK_BF16;
+    int block = ceil_div_int(packs < 1024 ? packs : 1024, 32) * 32;
+    if (cols % PACK_BF16 != 0 || ceil_div_int(packs, block) > CLASSIFIER_MAX_PACKS) {
+        fprintf(stderr, "error: classifier chunk of %d columns unsupported; expected a multiple of 8 up to %d\n", cols,
+                1024 * PACK_BF16 * CLASSIFIER_MAX_PACKS);
+        exit(1);
+    }
+    return block;
+}
+
+static inline void classifier_stats_init_cuda(float* row_max, float* row_sum, float* target_logit, int N, cudaStream_t stream) {
+    classifier_stats_init_kernel<<<ceil_div_int(N, 256), 256, 0, stream>>>(row_max, row_sum, target_logit, N);
+    CUDA_CHECK_LAUNCH();
+}
+
+static inline void classifier_forward_chunk_cuda(const bf16* logits, float* row_max, float* row_sum, float* target_logit,
+                                                 const int* targets, int N, int col0, int cols, int V, cudaStream_t stream) {
+    classifier_forward_chunk_kernel<<<N, classifier_chunk_block(cols), 0, stream>>>(logits, row_max, row_sum, target_logit,
+                                                                                     targets, col0, cols, V);
+    CUDA_CHECK_LAUNCH();
+}
+
+static inline void classifier_losses_cuda(float* losses, const float* row_max, const float* row_sum, const float* target_logit,
+                                          int N, cudaStream_t stream) {
+    classifier_losses_kernel<<<ceil_div_int(N, 256), 256, 0, stream>>>(losses, row_max, row_sum, target_logit, N);
+    CUDA_CHECK_LAUNCH();
+}
+
+static inline void classifier_backward_chunk_cuda(bf16* logits, const float* row_max, const float* row_sum, const int* targets,
+                                                  int N, int col0, int cols, int V, float dlogits_scale, cudaStream_t stream) {
+    classifier_backward_chunk_kernel<<<N, 256, 0, stream>>>(logits, row_max, row_sum, targets, col0, cols, V, dlogits_scale);
     CUDA_CHECK_LAUNCH();
 }
 

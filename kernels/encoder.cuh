@@ -31,6 +31,27 @@ __global__ void encoder_forward_kernel(bf16* out, const int* inp, const bf16* wt
     store_pack(out + bt * C + c, result);
 }
 
+// Over wte's vocab chunks (the trainer, common/gpt2_config.h): out[b,t,:] = wte_chunk[inp - row0,:]
+// + wpe[t,:] for the tokens in [row0, row0 + rows) only, the same single rounding as above; wpe
+// (T,C) is a copy the caller keeps while the chunks come and go.
+__global__ void encoder_forward_chunk_kernel(bf16* out, const int* inp, const bf16* wte_chunk, const bf16* wpe,
+                                             int row0, int rows, int B, int T, int C) {
+    size_t packs_per_row = (size_t)C / PACK_BF16;
+    size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)B * T * packs_per_row) return;
+    size_t bt = idx / packs_per_row;
+    int row = inp[bt] - row0;
+    if (row < 0 || row >= rows) return;
+    int c = (int)(idx % packs_per_row) * PACK_BF16;
+    int t = (int)(bt % T);
+    PackBf16 token = load_pack(wte_chunk + (size_t)row * C + c);
+    PackBf16 position = load_pack(wpe + (size_t)t * C + c);
+    PackBf16 result;
+    for (int k = 0; k < PACK_BF16; k++)
+        result.v[k] = __float2bfloat16(__bfloat162float(token.v[k]) + __bfloat162float(position.v[k]));
+    store_pack(out + bt * C + c, result);
+}
+
 // dwpe: thread per (t, 8 channels); sums over b in fp32 in order b = 0..B-1.
 __global__ void encoder_backward_wpe_kernel(bf16* dwpe, const bf16* dout, int B, int T, int C) {
     size_t packs_per_row = (size_t)C / PACK_BF16;
@@ -56,7 +77,7 @@ __global__ void encoder_backward_wpe_kernel(bf16* dwpe, const bf16* dout, int B,
 // bucket_starts (num_buckets+1), bucket_tokens (num_buckets), bucket_positions (B*T): see plan.
 #define ENCODER_ROW_SPLIT 8
 __global__ void encoder_backward_wte_kernel(bf16* dwte, const bf16* dout, const int* bucket_starts,
-                                            const int* bucket_tokens, const int* bucket_positions, int C) {
+                                            const int* bucket_tokens, const int* bucket_positions, int row0, int C) {
     __shared__ float partial[ENCODER_ROW_SPLIT][32][PACK_BF16 + 1]; // +1: fewer bank conflicts
     int bucket = blockIdx.x;
     int c = (blockIdx.y * 32 + threadIdx.x) * PACK_BF16;
@@ -72,7 +93,7 @@ __global__ void encoder_backward_wte_kernel(bf16* dwte, const bf16* dout, const 
     for (int k = 0; k < PACK_BF16; k++) partial[threadIdx.y][threadIdx.x][k] = sum[k];
     __syncthreads();
     if (threadIdx.y == 0 && active) {
-        bf16* row = dwte + (size_t)bucket_tokens[bucket] * C + c;
+        bf16* row = dwte + (size_t)(bucket_tokens[bucket] - row0) * C + c; // row0: the first row dwte holds
         PackBf16 old = load_pack(row);
         PackBf16 result;
         for (int k = 0; k < PACK_BF16; k++) {
@@ -92,6 +113,15 @@ static inline void encoder_forward_cuda(bf16* out, const int* inp, const bf16* w
     size_t threads = (size_t)B * T * (C / PACK_BF16);
     const int block = 256;
     encoder_forward_kernel<<<(unsigned)ceil_div_size(threads, block), block, 0, stream>>>(out, inp, wte, wpe, B, T, C);
+    CUDA_CHECK_LAUNCH();
+}
+
+static inline void encoder_forward_chunk_cuda(bf16* out, const int* inp, const bf16* wte_chunk, const bf16* wpe, int row0,
+                                              int rows, int B, int T, int C, cudaStream_t stream) {
+    size_t threads = (size_t)B * T * (C / PACK_BF16);
+    const int block = 256;
+    encoder_forward_chunk_kernel<<<(unsigned)ceil_div_size(threads, block), block, 0, stream>>>(out, inp, wte_chunk, wpe, row0,
+                                                                                                 rows, B, T, C);
     CUDA_CHECK_LAUNCH();
 }
 
@@ -133,7 +163,24 @@ static inline void encoder_backward_cuda(bf16* dwte, bf16* dwpe, const bf16* dou
     dim3 grid(num_buckets, ceil_div_int(C / PACK_BF16, 32));
     dim3 block(32, ENCODER_ROW_SPLIT);
     encoder_backward_wte_kernel<<<grid, block, 0, stream>>>(dwte, dout, bucket_starts, bucket_tokens,
-                                                            bucket_positions, C);
+                                                            bucket_positions, 0, C);
+    CUDA_CHECK_LAUNCH();
+}
+
+// dwpe alone (the unit that holds wpe), and dwte for one vocab chunk: the buckets [first, first +
+// count) of the plan, whose tokens lie in [row0, row0 + rows), into dwte_chunk (rows, C).
+static inline void encoder_backward_wpe_cuda(bf16* dwpe, const bf16* dout, int B, int T, int C, cudaStream_t stream) {
+    size_t threads = (size_t)T * (C / PACK_BF16);
+    encoder_backward_wpe_kernel<<<(unsigned)ceil_div_size(threads, 256), 256, 0, stream>>>(dwpe, dout, B, T, C);
+    CUDA_CHECK_LAUNCH();
+}
+static inline void encoder_backward_chunk_cuda(bf16* dwte_chunk, const bf16* dout, const int* bucket_starts, const int* bucket_tokens,
+                                               const int* bucket_positions, int first, int count, int row0, int C, cudaStream_t stream) {
+    if (count == 0) return;
+    dim3 grid(count, ceil_div_int(C / PACK_BF16, 32));
+    dim3 block(32, ENCODER_ROW_SPLIT);
+    encoder_backward_wte_kernel<<<grid, block, 0, stream>>>(dwte_chunk, dout, bucket_starts + first, bucket_tokens + first,
+                                                            bucket_positions, row0, C);
     CUDA_CHECK_LAUNCH();
 }
 

@@ -108,7 +108,7 @@ def draw(ranks, step, out, title):
             a = e["args"]
             if e["cat"] in ("forward", "backward", "optimizer") and a.get("step") == step:
                 key = e["cat"]
-                if a.get("unit") == -2:
+                if a.get("unit", 0) <= -2:  # the LM head, on any of wte's vocab chunks
                     key = "lm head f" if e["cat"] == "forward" else "lm head b"
                 x = (e["ts"] - origin) / 1e3
                 ax.broken_barh([(x, e["dur"] / 1e3)], (y_comp - 0.35, 0.7), facecolors=COLORS[key], edgecolor="white", linewidth=0.4)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install what the CPU build, the tests and the data scripts need on a fresh Debian machine:
-# a C toolchain, OpenBLAS, Open MPI (Debian packages) and numpy, tiktoken, matplotlib, tqdm,
-# scipy-openblas32 (PyPI: a current OpenBLAS that knows every x86-64 CPU; the Makefile links it),
-# safetensors (PyPI; for scripts/export_hf.py and import_hf.py).
+# a C toolchain, OpenBLAS, Open MPI, liburing (Debian packages) and numpy, tiktoken, matplotlib,
+# tqdm, scipy-openblas32 (PyPI: a current OpenBLAS that knows every x86-64 CPU; the Makefile
+# links it), safetensors (PyPI; for scripts/export_hf.py and import_hf.py).
 # Safe to run again: it skips what is already there.
 #   --hf   also PyPI's torch and transformers, which only the Hugging Face tests need (to load
 #          what export_hf.py writes; tests/t_70_hf.sh calls this). About 4-5 minutes and 5.6 GB
@@ -18,6 +18,8 @@ command -v make  >/dev/null 2>&1 || need_apt+=(make)
 ls -d /usr/lib/*/openblas-openmp >/dev/null 2>&1 || need_apt+=(libopenblas-openmp-dev)
 command -v mpicc  >/dev/null 2>&1 || need_apt+=(libopenmpi-dev)
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
+# io_uring for the NVMe offload I/O (zero/nvme_io.h; without it the build falls back to threads).
+[ -f /usr/include/liburing.h ] || need_apt+=(liburing-dev)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${need_apt[*]}"

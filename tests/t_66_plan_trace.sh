@@ -23,7 +23,7 @@
 #   6. Bad flags: one error line, exit 1.
 #   7. ZeRO++ (zero/zeropp.h) at stage 3, 4 ranks, two "hosts" (each rank in its own UTS namespace,
 #      ranks 0-1 and 2-3 sharing a hostname, so the engine splits its bytes by host as on two
-#      machines; MPI itself is unchanged), 3 steps of d2, -qw 1, -hp 2, -qg 1 and all three
+#      machines; MPI itself is unchanged), 3 steps of d2, -qw 1, -hp 2, -qg 1 -qbg 64 and all three
 #      (-hp 0, traced): the plan for -np 4 -rpn 2 with the same flags (zero/plan_zeropp.h,
 #      zero/zeropp.h's formula functions) has the run's counted bytes per step (total, within
 #      the host, to the other host: rank 0's, counted message by message), its secondary shard
@@ -137,7 +137,7 @@ else
         timeout 300 "${MPIRUN[@]}" -np 4 unshare --uts sh -c 'hostname "t66node$((OMPI_COMM_WORLD_RANK / 2))" && exec "$0" "$@"' \
             build/train_gpt2_z3 "${ZERO_TEST_ARGS[@]}" -i "$ZT/train.bin" -j "$ZT/val.bin" -o "$ZT/$name" -b 2 -x 3 -v 0 -n 0 "$@" \
             >"$ZT/$name.out" 2>&1; }
-    for spec in "qw -qw 1" "hp -hp 2" "qg -qg 1" "all -qw 1 -hp 0 -qg 1 -tr $ZT/pp_all.json -ts 2"; do
+    for spec in "qw -qw 1" "hp -hp 2" "qg -qg 1 -qbg 64" "all -qw 1 -hp 0 -qg 1 -tr $ZT/pp_all.json -ts 2"; do
         set -- $spec; name=pp_$1; shift
         if ! pprun "$name" "$@"; then echo "FAIL plan_zeropp_${name}_runs: $(grep -v tokenizer "$ZT/$name.out" | tail -2 | tr '\n' ' ')"; continue; fi
         flags=("$@"); [ "$name" = pp_all ] && flags=(-qw 1 -hp 0 -qg 1)

@@ -29,7 +29,22 @@ static void test_parameter_count(void) {
     param_layout_build(&layout, &cfg, 1, 1);
     CHECK("d12_has_124475904_parameters", layout.num_parameters == 124475904);
     CHECK("d12_padded_vocab_50304", cfg.padded_vocab_size == 50304);
-    CHECK("d12_units_are_L_plus_2", layout.num_units == 14);
+    // wte in vocab chunks (common/gpt2_config.h), worked by hand for d12: a layer unit holds
+    // 7087872 / 768 = 9229 rows -> 9216 (whole 64-row blocks); unit 0 keeps 9216 - 1024 = 8192
+    // rows beside wpe; the other 42112 rows need ceil(42112 / 9216) = 5 chunks, balanced to
+    // ceil(42112 / 5) = 8423 -> 8448 rows, the last 42112 - 4 * 8448 = 8320.
+    CHECK("d12_units_are_L_plus_1_plus_6_wte_chunks", layout.num_units == 19 && layout.num_wte_units == 6);
+    int chunks_ok = layout.tensors[wte_piece_index(&layout, 0)].shape[0] == 8192 && layout.tensors[wte_piece_index(&layout, 0)].unit == 0;
+    for (int k = 1; k < 6; k++) {
+        const ParamTensor* t = &layout.tensors[wte_piece_index(&layout, k)];
+        chunks_ok &= t->kind == P_WTE && t->unit == wte_unit(&layout, k) && wte_unit(&layout, k) == 13 + k &&
+                     t->row0 == 8192 + (size_t)(k - 1) * 8448 && t->shape[0] == (k < 5 ? 8448u : 8320u) && t->unit_offset == 0;
+    }
+    CHECK("d12_wte_vocab_chunks_by_hand", chunks_ok);
+    param_layout_free(&layout);
+    param_layout_build_chunked(&layout, &cfg, 1, 1, (size_t)cfg.padded_vocab_size);
+    CHECK("wte_in_one_unit_when_asked", layout.num_units == 14 && layout.num_wte_units == 1 &&
+                                        layout.units[0].numel == (50304u + 1024u) * 768u);
     param_layout_free(&layout);
     gpt2_config_from_descriptor("d48", &cfg);
     param_layout_build(&layout, &cfg, 1, 1);
@@ -120,16 +135,6 @@ static void test_init(void) {
         gpt2_init_unit(&L1, u, a, 42);
         gpt2_init_unit(&L3, u, b, 42);
         if (memcmp(a, b, L1.units[u].numel * sizeof(float)) != 0) same = 0;
-        if (u == UNIT_EMBEDDING) {
-            double s = 0; size_t n = (size_t)cfg.vocab_size * cfg.channels;
-            for (size_t j = 0; j < n; j++) s += (double)a[j] * a[j];
-            double std = sqrt(s / n);
-            // 6.4M samples: the sample std is within 1e-3 relative of 0.02 with overwhelming probability.
-            CHECK("init_wte_std_0.02", fabs(std - 0.02) < 2e-4);
-            int pad_zero = 1;
-            for (size_t j = n; j < (size_t)cfg.padded_vocab_size * cfg.channels; j++) if (a[j] != 0.0f) pad_zero = 0;
-            CHECK("init_padded_vocab_rows_zero", pad_zero);
-        }
         if (u == UNIT_LAYER(0)) {
             LayerTensors p = layer_tensors(&L1, 0, a);
             CHECK("init_layernorm_weight_one_bias_zero", p.ln1w[0] == 1.0f && p.ln1b[0] == 0.0f && p.qkvb[0] == 0.0f);
@@ -142,6 +147,31 @@ static void test_init(void) {
         free(a); free(b);
     }
     CHECK("init_independent_of_world_size", same);
+    // wte, gathered from its vocab chunks into one (Vp, C) array, equals the init of the layout
+    // that keeps wte in one unit (one stream; a chunk skips ahead), and has std 0.02, padded rows 0.
+    size_t C = (size_t)cfg.channels, V = (size_t)cfg.vocab_size, Vp = (size_t)cfg.padded_vocab_size;
+    float* wte = (float*)calloc(Vp * C, sizeof(float));
+    for (int k = 0; k < L1.num_wte_units; k++) {
+        const ParamTensor* t = &L1.tensors[wte_piece_index(&L1, k)];
+        float* a = (float*)malloc(L1.units[t->unit].padded_numel * sizeof(float));
+        gpt2_init_unit(&L1, t->unit, a, 42);
+        memcpy(wte + t->row0 * C, a + t->unit_offset, t->numel * sizeof(float));
+        free(a);
+    }
+    ParamLayout one;
+    param_layout_build_chunked(&one, &cfg, 1, 64, Vp);
+    float* whole = (float*)malloc(one.units[0].padded_numel * sizeof(float));
+    gpt2_init_unit(&one, 0, whole, 42);
+    CHECK("init_wte_independent_of_vocab_chunking", L1.num_wte_units > 1 && memcmp(wte, whole, Vp * C * sizeof(float)) == 0);
+    double s = 0;
+    for (size_t j = 0; j < V * C; j++) s += (double)wte[j] * wte[j];
+    // 6.4M samples: the sample std is within 1e-3 relative of 0.02 with overwhelming probability.
+    CHECK("init_wte_std_0.02", fabs(sqrt(s / (V * C)) - 0.02) < 2e-4);
+    int pad_zero = 1;
+    for (size_t j = V * C; j < Vp * C; j++) if (wte[j] != 0.0f) pad_zero = 0;
+    CHECK("init_padded_vocab_rows_zero", pad_zero);
+    free(wte); free(whole);
+    param_layout_free(&one);
     param_layout_free(&L1);
     param_layout_free(&L3);
 }

@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
     int n = atoi(argv[2]), prompt_len = argc - 3;
     if (n < 1) { fprintf(stderr, "error: N %s: not a positive count; expected N >= 1\n", argv[2]); return 1; }
     GPT2 model;
-    gpt2_build(&model, argv[1], 1, prompt_len + n, 0, 0, 1);
+    gpt2_build(&model, argv[1], 1, prompt_len + n, 0, 0, 1, NULL);
     int V = model.config.vocab_size;
     int* tokens = (int*)zero_calloc((size_t)(prompt_len + n), sizeof(int), "tokens");
     for (int i = 0; i < prompt_len; i++) {
@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
     for (int step = 0; step < n; step++) {
         int len = prompt_len + step;
         gpt2_forward(&model, tokens, NULL, 1, len);
-        const float* logits = model.acts.logits; // row 0: the last position's logits
+        const float* logits = model.acts.logits_last; // row 0: the last position's logits (the chunked LM head keeps only these whole)
         int best = 0;
         for (int v = 1; v < V; v++) if (logits[v] > logits[best]) best = v;
         float second = -INFINITY;

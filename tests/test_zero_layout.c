@@ -122,25 +122,39 @@ static int check_formulas(const ParamLayout* L, int N) {
         size_t mixed_literal = stage == 0 ? 20 * psi : stage == 1 ? 8 * psi + 12 * psi / N : stage == 2 ? 2 * psi + 16 * psi / N : 18 * psi / N;
         REQUIRE(mixed == mixed_literal && zero_state_bytes_formula_mixed(stage, psi, N) == mixed_literal,
                 "stage %d mixed-precision bytes %zu, formula %zu, literal %zu", stage, mixed, zero_state_bytes_formula_mixed(stage, psi, N), mixed_literal);
+        // E: the units holding the tied wte, reduce-scattered a second time (encoder's part) at
+        // stages 2-3 and gathered a third time (LM head backward) at stage 3.
+        unsigned char* is_wte = (unsigned char*)calloc((size_t)L->num_units, 1);
+        for (int u = 0; u < L->num_units; u++)
+            for (int i = 0; i < L->units[u].num_tensors; i++) if (L->tensors[L->units[u].first_tensor + i].kind == P_WTE) is_wte[u] = 1;
+        size_t e = 0;
+        for (int u = 0; u < L->num_units; u++) if (is_wte[u]) e += L->units[u].padded_numel;
+        REQUIRE(e == zero_embedding_numel(L), "E %zu, zero_embedding_numel %zu", e, zero_embedding_numel(L));
         for (int A = 1; A <= 3; A++) {
             long long counted = 0;
             for (int u = 0; u < L->num_units; u++) {
                 size_t n = L->units[u].padded_numel;
                 if (stage == 0) counted += zero_ring_all_reduce_elements(n, N);
                 if (stage == 1) counted += zero_ring_reduce_scatter_elements(n, N) + zero_ring_all_gather_elements(n, N);
-                if (stage == 2) counted += A * zero_ring_reduce_scatter_elements(n, N) + zero_ring_all_gather_elements(n, N);
-                if (stage == 3) counted += A * (2 * zero_ring_all_gather_elements(n, N) + zero_ring_reduce_scatter_elements(n, N));
+                if (stage == 2) counted += A * (is_wte[u] ? 2 : 1) * zero_ring_reduce_scatter_elements(n, N) + zero_ring_all_gather_elements(n, N);
+                if (stage == 3) counted += A * ((is_wte[u] ? 3 : 2) * zero_ring_all_gather_elements(n, N) + (is_wte[u] ? 2 : 1) * zero_ring_reduce_scatter_elements(n, N));
             }
-            long long per = (long long)(psi / N) * (N - 1);
-            long long literal_sent = stage <= 1 ? 2 * per : stage == 2 ? (A + 1) * per : 3LL * A * per;
-            if (A == 1) REQUIRE(literal_sent == (stage == 3 ? 3 : 2) * (long long)psi * (N - 1) / N, "DESIGN closed form");
-            REQUIRE(counted == literal_sent && zero_elements_sent_formula(stage, psi, N, A) == literal_sent,
-                    "stage %d A %d: counted %lld, formula %lld, literal %lld", stage, A, counted, zero_elements_sent_formula(stage, psi, N, A), literal_sent);
+            long long per = (long long)(psi / N) * (N - 1), e_per = (long long)(e / N) * (N - 1);
+            long long literal_sent = stage <= 1 ? 2 * per : stage == 2 ? (A + 1) * per + A * e_per : 3LL * A * per + 2LL * A * e_per;
+            if (A == 1) REQUIRE(literal_sent == (stage == 3 ? 3 : 2) * (long long)psi * (N - 1) / N + (stage == 3 ? 2 : stage == 2 ? 1 : 0) * (long long)e * (N - 1) / N,
+                                "DESIGN closed form");
+            REQUIRE(counted == literal_sent && zero_elements_sent_formula(stage, psi, N, A, e) == literal_sent,
+                    "stage %d A %d: counted %lld, formula %lld, literal %lld", stage, A, counted, zero_elements_sent_formula(stage, psi, N, A, e), literal_sent);
         }
-        size_t layer = 0;
-        for (int u = 1; u < L->num_units; u++) if (L->units[u].padded_numel > layer) layer = L->units[u].padded_numel;
-        size_t set = L->units[0].padded_numel + 2 * layer;
+        free(is_wte);
+        size_t largest = 0; // every working unit is the largest unit's size, wte's chunks included
+        for (int u = 0; u < L->num_units; u++) if (L->units[u].padded_numel > largest) largest = L->units[u].padded_numel;
+        size_t set = 3 * largest;
         REQUIRE(zero_working_numel(L, stage) == (stage == 2 ? set : stage == 3 ? 2 * set : 0), "stage %d working units", stage);
+        // ... and stays within a small multiple of a layer unit: wte's chunks are no larger than
+        // a layer unit, unit 0 (a chunk and wpe) at most maxT + 64 rows more.
+        size_t layer = L->units[UNIT_LAYER(0)].padded_numel, slack = (size_t)(L->config.max_seq_len + 64) * L->config.channels;
+        REQUIRE(largest <= layer + slack + (size_t)N * L->align, "largest unit %zu vs layer %zu", largest, layer);
     }
     return 1;
 }
@@ -152,7 +166,8 @@ int main(void) {
     gpt2_config_from_descriptor("d2", &configs[1]);
     gpt2_config_from_descriptor("d6", &configs[2]);
     // Odd sizes: C = 40, 5 heads, 3 layers, V = 1001 (Vp 1024), maxT = 37: unit sizes are
-    // 42440, 19720 and 80: none divides by 3 or 7, none by 64.
+    // 16840 (wte's first 384 rows and wpe), 19720, 80 and 12800 (wte's other two vocab chunks):
+    // none divides by 3 or 7, the first three not by 64.
     configs[3] = (GPT2Config){.max_seq_len = 37, .vocab_size = 1001, .padded_vocab_size = 1024, .num_layers = 3, .num_heads = 5, .channels = 40};
     int aligns[2] = {1, ZERO_ALIGN};
     for (int c = 0; c < 4; c++) {
@@ -186,16 +201,22 @@ int main(void) {
         snprintf(name, sizeof(name), "zero_adamw_pieces_cover_each_element_once_%s", names[c]); report(ok_adam, name);
         snprintf(name, sizeof(name), "zero_bytes_and_elements_sent_match_design_formulas_%s", names[c]); report(ok_formula, name);
     }
-    // A concrete case worked by hand: the odd config at N = 3, align 64 (q = 192): the
-    // embedding unit 1024*40 + 37*40 = 42440 elements pads to 42624 (222 * 192), so rank 2's
-    // slice of it starts at 2 * 14208 = 28416 in a full buffer and at 0 in a shard buffer.
+    // A concrete case worked by hand: the odd config at N = 3, align 64 (q = 192). A layer unit
+    // is 12*40^2 + 13*40 = 19720 elements = 493 rows of C = 40, so a wte chunk is 448 rows (7
+    // blocks of 64); unit 0 keeps 448 - 37 = 411 -> 384 rows beside wpe: 384*40 + 37*40 = 16840
+    // elements, padded to 16896 (88 * 192). The other 640 rows: ceil(640/448) = 2 chunks of 320
+    // rows (12800 elements, padded to 12864), units L+2 and L+3 = 5 and 6. Rank 2's slice of unit
+    // 0 starts at 2 * 5632 = 11264 in a full buffer and at 0 in a shard buffer.
     {
         ParamLayout L;
         param_layout_build(&L, &configs[3], 3, ZERO_ALIGN);
-        int ok = L.units[0].numel == 42440 && L.units[0].padded_numel == 42624 && L.units[0].shard_numel == 14208 &&
-                 zero_owned_offset(&L, 0, ZERO_BUF_PARAMS, 2, 0) == 28416 && zero_owned_offset(&L, 3, ZERO_BUF_PARAMS, 2, 0) == 0 &&
-                 zero_owned_offset(&L, 3, ZERO_BUF_PARAMS, 2, 1) == 14208;
-        snprintf(why, sizeof(why), "unit 0: numel %zu padded %zu shard %zu", L.units[0].numel, L.units[0].padded_numel, L.units[0].shard_numel);
+        int ok = L.num_wte_units == 3 && L.num_units == 7 && L.units[0].numel == 16840 && L.units[0].padded_numel == 16896 &&
+                 L.units[0].shard_numel == 5632 && L.units[5].numel == 12800 && L.units[6].numel == 12800 &&
+                 L.units[6].padded_numel == 12864 && L.tensors[wte_piece_index(&L, 2)].row0 == 704 &&
+                 zero_owned_offset(&L, 0, ZERO_BUF_PARAMS, 2, 0) == 11264 && zero_owned_offset(&L, 3, ZERO_BUF_PARAMS, 2, 0) == 0 &&
+                 zero_owned_offset(&L, 3, ZERO_BUF_PARAMS, 2, 1) == 5632;
+        snprintf(why, sizeof(why), "K %d, unit 0: numel %zu padded %zu shard %zu, unit 6 numel %zu", L.num_wte_units, L.units[0].numel,
+                 L.units[0].padded_numel, L.units[0].shard_numel, L.units[6].numel);
         report(ok, "zero_odd_config_np3_worked_example");
         param_layout_free(&L);
     }

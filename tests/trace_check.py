@@ -8,11 +8,16 @@ sizes and ring counts are recomputed here from the model config (not read from t
       - one file per rank, each one process (pid = rank) named "rank R", with a "compute" (tid 0)
         and a "communication" (tid 1) track, every event on one of them;
       - every traced step has one step span per rank; each forward/backward/optimizer span lies
-        inside its step, they do not overlap, and every wait lies inside one of them;
+        inside its step, they do not overlap, and every wait lies inside one of them; per
+        micro-step, forward and backward each have one span per wte vocab-chunk unit in the
+        encoder and one per chunk in the LM head (K = the log's wte_units), one per layer and the
+        final LayerNorm;
       - every collective's elements equal the ring count for its kind and unit (all-reduce
-        2n(N-1)/N, reduce-scatter and all-gather n(N-1)/N, n = the unit padded to N x 64), its
-        bytes = elements x element_bytes, and the collectives of each traced step add up to the
-        step's sent_elements in the log (rank 0's) and to DESIGN.md's formula;
+        2n(N-1)/N, reduce-scatter and all-gather n(N-1)/N, n = the unit padded to N x 64, the
+        units recomputed from the model config with wte's vocab chunks as zero_logcheck.py does),
+        its bytes = elements x element_bytes, and the collectives of each traced step add up to
+        the step's sent_elements in the log (rank 0's) and to DESIGN.md's formula (with E, the
+        wte units' second reduction and third gather at stages 2, 3);
       - rank 0's waits in each step add up to the log's comm_wait_ms (within X ms, default 0.05:
         both sum the same intervals, the log printing 3 decimals; measured on the CPU build at
         most 0.0005 ms; a GPU build adds each wait's float-ms event resolution, see below).
@@ -23,10 +28,13 @@ sizes and ring counts are recomputed here from the model config (not read from t
   zeropp_trace RUN TRACE
       RUN is a CPU-build stage-3 ZeRO++ run (zeropp_config record) traced to TRACE: on every rank
       each traced step has the collectives ZeRO++ issues, by kind ("all_gather int8" qwZ: every
-      unit in forward, the embedding twice; "all_gather (group)" hpZ: every unit but the
-      embedding in backward; "all_to_all int4"/"int8" qgZ: every unit within the group and across
-      groups), each one's bytes recomputed here per unit (packets of ceil(S/b) scales + codes in
-      4-byte words), and they add up to the formula's bytes per step (and, rank 0, the log's count)
+      unit in forward, wte's K vocab-chunk units twice (encoder, LM head), and without hpZ those
+      K once more in backward for the LM head's recompute; "all_gather (group)" hpZ: every unit
+      in backward, wte's chunks included; "all_to_all int4"/"int8" qgZ: every unit within the
+      group and across groups, wte's chunks twice (LM head's part, encoder's rows)), each one's
+      bytes recomputed here per unit (packets of ceil(S/b) scales + codes in 4-byte words, b = -qb
+      for the weights, -qbg for the gradients), and they add up to the formula's bytes per step
+      (and, rank 0, the log's count)
   zeropp_plan PLAN_OUT RUN
       the plan_zeropp_json line of PLAN_OUT for RUN's ZeRO++ flags has the run's bytes per step
       (every "zeropp" record: the count, within the host and to other hosts, rank 0's split),
@@ -37,6 +45,8 @@ import re
 import glob
 import json
 import sys
+
+from zero_logcheck import layout_units
 
 ALIGN = 64  # ZERO_ALIGN in zero.cuh
 KIND_FACTOR = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}
@@ -50,25 +60,28 @@ def log_records(run):
 
 
 def unit_numels(cfg, n):
-    """Each unit's padded element count (embedding, layers, final LayerNorm) for n ranks."""
-    C, L = cfg["C"], cfg["L"]
-    units = [cfg["Vp"] * C + cfg["maxT"] * C] + [12 * C * C + 13 * C] * L + [2 * C]
+    """Each unit's padded element count in layout order (embedding with wte's first chunk, layers,
+    final LayerNorm, wte's other chunks) for n ranks, and the indices of the units holding wte."""
+    units, wte = layout_units(cfg, "wte_units" in cfg)
     q = n * ALIGN
-    return [(u + q - 1) // q * q for u in units]
+    return [(u + q - 1) // q * q for u in units], wte
 
 
-def sent_formula(stage, psi, n, a):
-    # DESIGN.md's rows (zero/layout.h: zero_elements_sent_formula), per rank per step
+def sent_formula(stage, psi, e, n, a):
+    # DESIGN.md's rows (zero/layout.h: zero_elements_sent_formula), per rank per step; e = E
     if n == 1:
         return 0
-    return {0: 2 * psi, 1: 2 * psi, 2: (a + 1) * psi, 3: 3 * a * psi}[stage] * (n - 1) // n
+    per, emb = psi // n * (n - 1), e // n * (n - 1)
+    return {0: 2 * per, 1: 2 * per, 2: (a + 1) * per + a * emb, 3: 3 * a * per + 2 * a * emb}[stage]
 
 
 def check_trace(run, stem, wait_tol_ms):
     cfg, train = log_records(run)
     n, stage, a = cfg["world_size"], cfg["zero_stage"], cfg["grad_accum_steps"]
-    numels = unit_numels(cfg, n)
-    psi = sum(numels)
+    numels, wte = unit_numels(cfg, n)
+    psi, e_wte, K = sum(numels), sum(numels[i] for i in wte), len(wte)
+    if cfg.get("wte_units", 1) != K:
+        return f"wte units: log {cfg.get('wte_units')}, recomputed {K}"
     files = sorted(glob.glob(glob.escape(stem[:-5]) + ".rank*.json"))
     if len(files) != n:
         return f"{len(files)} trace files for {n} ranks ({stem[:-5]}.rank*.json)"
@@ -112,7 +125,7 @@ def check_trace(run, stem, wait_tol_ms):
                 problems.append(f"{path}: '{x['name']}' overlaps '{y['name']}'")
         for s in want:  # each step: forward and backward of every unit per micro-step, and the optimizer
             names = [e["name"] for e in compute if e["args"]["step"] == s]
-            expect = a * (2 * (cfg["L"] + 3)) + 1
+            expect = a * (2 * (cfg["L"] + 1 + 2 * K)) + 1  # encoder and LM head: one span per chunk
             if len(names) != expect or names[-1] != "optimizer":
                 problems.append(f"{path}: step {s}: {len(names)} compute spans, expected {expect} ending in the optimizer")
         waits = [e for e in spans if e["cat"] == "wait"]
@@ -139,9 +152,9 @@ def check_trace(run, stem, wait_tol_ms):
             step_sums[key] = step_sums.get(key, 0) + el
         for s in want:
             got = step_sums.get((r, s), 0)
-            if got != train[s]["sent_elements"] or got != sent_formula(stage, psi, n, a):
+            if got != train[s]["sent_elements"] or got != sent_formula(stage, psi, e_wte, n, a):
                 problems.append(f"{path}: step {s}: collectives send {got} elements; log {train[s]['sent_elements']}, "
-                                f"formula {sent_formula(stage, psi, n, a)}")
+                                f"formula {sent_formula(stage, psi, e_wte, n, a)}")
     print(f"{n} ranks, stage {stage}: {n_comm} collectives, {n_wait} waits; " +
           (f"{len(problems)} problems, first: {problems[0]}" if problems else "tracks, nesting, bytes and waits as the log says"))
     return 1 if problems else 0
@@ -177,21 +190,22 @@ def check_zeropp_trace(run, stem):
     counted = {r["step"]: r["bytes_sent"] for r in recs if r["kind"] == "zeropp"}
     n, a = cfg["world_size"], cfg["grad_accum_steps"]
     qw, hp, qg, bits, block = pp["zeropp_qw"], pp["zeropp_hp"], pp["zeropp_qg"], pp["zeropp_qg_bits"], pp["zeropp_block"]
+    grad_block = pp["zeropp_grad_block"]
     g = pp["zeropp_group_size"]
     h = n // g
-    numels = unit_numels(cfg, n)
+    numels, wte = unit_numels(cfg, n)
+    U, K = len(numels), len(wte)
     formula = 4 * (pp["zeropp_formula_forward_words"] + pp["zeropp_formula_backward_words"] + pp["zeropp_formula_gradient_words"])
     # (kind, scope) -> [count per step, words of one collective of unit u]
     want = {}
-    u_all = range(len(numels))
-    if qw:
-        want[("all_gather int8", "")] = (a * (len(numels) + 1), lambda u: (n - 1) * packet_words(numels[u] // n, 8, block))
+    if qw:  # forward: every unit, wte's chunks twice; backward (hpZ off): wte's chunks for the LM head's recompute
+        want[("all_gather int8", "")] = (a * (U + K + (K if hp <= 1 else 0)), lambda u: (n - 1) * packet_words(numels[u] // n, 8, block))
     if hp > 1:
-        want[("all_gather (group)", "")] = (a * (len(numels) - 1), lambda u: (hp - 1) * (numels[u] // hp))
+        want[("all_gather (group)", "")] = (a * U, lambda u: (hp - 1) * (numels[u] // hp))
     if qg and g > 1:
-        want[(f"all_to_all int{bits}", "within")] = (a * len(numels), lambda u: (g - 1) * h * packet_words(numels[u] // n, bits, block))
+        want[(f"all_to_all int{bits}", "within")] = (a * (U + K), lambda u: (g - 1) * h * packet_words(numels[u] // n, bits, grad_block))
     if qg and h > 1:
-        want[(f"all_to_all int{bits}", "across")] = (a * len(numels), lambda u: (h - 1) * packet_words(numels[u] // n, bits, block))
+        want[(f"all_to_all int{bits}", "across")] = (a * (U + K), lambda u: (h - 1) * packet_words(numels[u] // n, bits, grad_block))
     plain = {"all_gather": 1, "reduce_scatter": 1}
     files = sorted(glob.glob(glob.escape(stem[:-5]) + ".rank*.json"))
     problems, n_comm = [], 0

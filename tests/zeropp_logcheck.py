@@ -14,15 +14,21 @@ test. Exit 0 = pass; the one line printed says what was compared.
       REF's fall (a run that does not learn fails even when the losses barely move)
   formula RUN
       prints the per-step words of the formula parts (forward, backward, gradients) and bytes
-  gpu_sent RUN [--block B]
-      a GPU build's stage-3 run with -qw 1 (zero/zeropp_gpu.cuh): every train record's
-      sent_elements (bf16 elements: a packet of W bytes counts W/2) equals A (N-1) [sum_u 2 W8(S_u)
-      + 2 W8(S_emb)] (forward, packets in words x 2) + A (N-1) sum_{u != emb} S_u (backward, bf16)
-      + A (N-1) sum_u S_u (reduce-scatter)
+  gpu_sent RUN
+      a GPU build's ZeRO++ run (zero/zeropp_gpu.cuh, any of -qw/-hp/-qg): every train record's
+      sent_elements (bf16 elements: a packet of W bytes counts W/2) times 2 equals the header's
+      formula in bytes with 2-byte elements where the CPU build moves 4 (the same formula as
+      `bytes`, recomputed here from the config and the zeropp_config flags), and so does the
+      engine's own formula in the zeropp_config record
+The unit sizes (wte in vocab chunks) come from tests/zero_logcheck.py's independent rule.
 """
 import json
 import math
+import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zero_logcheck import layout_units  # noqa: E402 (wte's vocab chunks, recomputed from the config)
 
 ALIGN = 64  # ZERO_ALIGN in zero.cuh
 
@@ -35,11 +41,10 @@ def load(run):
 
 
 def units(cfg, n):
-    C, L = cfg["C"], cfg["L"]
-    vp, max_t = cfg["Vp"], cfg["maxT"]
-    raw = [vp * C + max_t * C] + [12 * C * C + 13 * C] * L + [2 * C]
+    """Padded unit sizes in layout order and the set of the indices holding wte's chunks."""
+    raw, wte = layout_units(cfg, "wte_units" in cfg)
     q = n * ALIGN
-    return [(u + q - 1) // q * q for u in raw]
+    return [(u + q - 1) // q * q for u in raw], set(wte)
 
 
 def packet_words(s, bits, block):
@@ -47,23 +52,42 @@ def packet_words(s, bits, block):
     return math.ceil(s / block) + math.ceil(code_bytes / 4)
 
 
+def weight_packet_words(pp, s):
+    """qwZ: int8 codes in -qb's blocks."""
+    return packet_words(s, 8, pp["zeropp_block"])
+
+
+def grad_packet_words(pp, s):
+    """qgZ: -qgb's codes in -qbg's blocks (zeropp_grad_block; logs before -qbg used -qb's)."""
+    return packet_words(s, pp["zeropp_qg_bits"], pp.get("zeropp_grad_block", pp["zeropp_block"]))
+
+
 def formula_words(cfg, pp):
+    """Words (4 bytes) per rank per step of the CPU build: formula_bytes with fp32 elements, / 4."""
+    return tuple(x // 4 for x in formula_bytes(cfg, pp, 4))
+
+
+def formula_bytes(cfg, pp, elem):
+    """Bytes per rank per step: forward gathers, backward gathers, gradients; elem = the bytes of
+    an unquantized element (CPU fp32 4, GPU bf16 2), packets (scales + codes) 4 W bytes."""
     n, a, stage = cfg["world_size"], cfg["grad_accum_steps"], cfg["zero_stage"]
     qw, hp, qg = pp["zeropp_qw"], pp["zeropp_hp"], pp["zeropp_qg"]
-    bits, block, g = pp["zeropp_qg_bits"], pp["zeropp_block"], pp["zeropp_group_size"]
+    g = pp["zeropp_group_size"]
     h = n // g
     fwd = bwd = grad = 0
-    for i, p in enumerate(units(cfg, n)):
+    sizes, wte = units(cfg, n)
+    for i, p in enumerate(sizes):
         s = p // n
-        plain = s * (n - 1)
+        plain = elem * s * (n - 1)
+        r = 2 if i in wte else 1  # wte's chunks: gathered twice in forward, reduced twice
         if stage == 3:
-            gathered = packet_words(s, 8, block) * (n - 1) if qw else plain
-            fwd += a * (2 if i == 0 else 1) * gathered  # the embedding: input and LM head
-            if i != 0:
-                bwd += a * ((hp - 1) * (p // hp) if hp > 1 else plain)
+            gathered = 4 * weight_packet_words(pp, s) * (n - 1) if qw else plain
+            fwd += a * r * gathered  # wte's chunks: encoder and LM head
+            # backward: every unit once (wte's chunks for the LM head's recompute, as forward's weights)
+            bwd += a * (elem * (hp - 1) * (p // hp) if hp > 1 else gathered if i in wte else plain)
         else:
             fwd += plain  # stage 2: the all-gather after AdamW
-        grad += a * (((g - 1) * h + (h - 1)) * packet_words(s, bits, block) if qg and n > 1 else plain)
+        grad += a * r * (((g - 1) * h + (h - 1)) * 4 * grad_packet_words(pp, s) if qg and n > 1 else plain)
     return fwd, bwd, grad
 
 
@@ -88,15 +112,14 @@ def main():
               f"counted {sorted(set(r['bytes_sent'] for r in steps))}, engine's formula {sorted(set(r['bytes_formula'] for r in steps))}")
         return 0 if steps and not bad else 1
     if cmd == "gpu_sent":
-        recs, cfg, _ = load(args[0])
-        n, a, block = cfg["world_size"], cfg["grad_accum_steps"], int(opts.get("--block", "2048"))
-        sent = 0
-        for i, p in enumerate(units(cfg, n)):
-            s = p // n
-            sent += a * (n - 1) * ((2 if i == 0 else 1) * 2 * packet_words(s, 8, block) + (0 if i == 0 else s) + s)
-        trains = [r["sent_elements"] for r in recs if r["kind"] == "train"]
-        print(f"formula {sent} elements per rank per step; counted {sorted(set(trains))}")
-        return 0 if trains and all(t == sent for t in trains) else 1
+        recs, cfg, pp = load(args[0])
+        fwd, bwd, grad = formula_bytes(cfg, pp, 2)
+        total = fwd + bwd + grad
+        engine = pp["zeropp_formula_forward_bytes"] + pp["zeropp_formula_backward_bytes"] + pp["zeropp_formula_gradient_bytes"]
+        trains = [2 * r["sent_elements"] for r in recs if r["kind"] == "train"]
+        print(f"{len(trains)} steps: formula {total} B per rank per step (forward {fwd}, backward {bwd}, gradients {grad}; "
+              f"engine's {engine}); counted 2 x sent elements {sorted(set(trains))}")
+        return 0 if trains and engine == total and all(t == total for t in trains) else 1
     if cmd == "gap":
         ref, run, tol = args[0], args[1], float(args[2])
         kind, last = opts.get("--kind", "val"), int(opts.get("--last", "1"))

@@ -111,6 +111,7 @@ static void zero_abort_device_comm(void) {
 #if !ZERO_COMM_MPI
     ZeroEngine* z = zero_active_engine;
     zero_active_engine = NULL; // once: ncclCommAbort itself may fail and call back here
+    if (z != NULL) zero_pp_abort_comms(z); // ZeRO++'s group communicators (zero/zeropp_gpu.cuh)
     if (z != NULL && z->nccl != NULL) ncclCommAbort(z->nccl);
 #endif
 }

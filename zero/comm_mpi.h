@@ -42,6 +42,7 @@ static double zero_clock(void) {
 static void zero_ranks_stop(void);                        // below (CPU), zero/comm_gpu.cuh (GPU)
 static void zero_ranks_started(int rank, int world_size); // zero/handshake.h
 static void zero_run_lock_release(void);                  // zero/run_lock.h
+static void zero_faults_remove_files(void);               // zero/faults.h
 
 #if !ZERO_GPU_BUILD // the GPU build's start-up also picks the device: zero/comm_gpu.cuh
 // Start the ranks: under mpirun each process learns its rank; run directly, MPI starts as a
@@ -81,6 +82,7 @@ static void zero_abort_all_ranks(int code) {
 #if ZERO_GPU_BUILD
     zero_abort_device_comm();
 #endif
+    zero_faults_remove_files(); // MPI_Abort runs no atexit handlers
     int initialized = 0;
     MPI_Initialized(&initialized);
     if (initialized) MPI_Abort(MPI_COMM_WORLD, code);

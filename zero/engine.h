@@ -47,6 +47,57 @@ typedef struct ZeroOp {
 } ZeroOp;
 
 // ============================================================================================
+// Placement (zero/offload.h): where the optimizer state and the parameter shard live
+
+typedef enum { ZERO_PLACE_NONE, ZERO_PLACE_CPU, ZERO_PLACE_NVME } ZeroPlacement;
+static const char* const zero_placement_names[] = {"none", "cpu", "nvme"};
+
+// What -zo, -zp and -zd ask for (common/args.h): ZeroPlacement values and the NVMe directory.
+typedef struct {
+    int optimizer, params;
+    const char* dir;
+} ZeroOffloadArgs;
+
+// The regions of a unit's offloaded state, in file (and staging) order.
+typedef enum { ZERO_REGION_PARAMS, ZERO_REGION_MASTER, ZERO_REGION_M, ZERO_REGION_V, ZERO_NUM_REGIONS } ZeroRegion;
+static const char* const zero_region_names[ZERO_NUM_REGIONS] = {"parameters", "master weights", "Adam m", "Adam v"};
+
+// Host memory for one piece of a unit's regions (zero/offload.h), each region's part at a fixed
+// stride, with their reads and writes.
+typedef struct {
+    int unit, piece;    // what it holds; unit -1 when free
+    char* data;         // NVME_ALIGN-aligned
+    NvmeRequest read[ZERO_NUM_REGIONS], write[ZERO_NUM_REGIONS];
+} ZeroOffloadSlot;
+
+#define ZERO_OFFLOAD_SLOTS 3 // optimizer: piece q+1 read, piece q updated, piece q-1 written back
+#define ZERO_OFFLOAD_PIECE ((size_t)1 << 20) // elements of a region per piece: 4 MiB of fp32
+
+typedef struct {
+    int optimizer, params;            // ZeroPlacement; NONE = where the engine keeps it anyway
+    int active;                       // any region on NVMe
+    char dir[4096], path[4400];       // -zd and this rank's offload file in it
+    int fd, direct;                   // the file; O_DIRECT granted
+    NvmeIO io;
+    int on_nvme[ZERO_NUM_REGIONS];    // which regions live in the file
+    size_t* region_bytes;             // [unit * ZERO_NUM_REGIONS + region], rounded to NVME_ALIGN; 0: not in the file
+    uint64_t* unit_offset;            // [unit]: the unit's first region in the file
+    int* piece_first;                 // [unit]: its first piece's index (pieces numbered in unit order)
+    uint64_t* checksum;               // [piece * ZERO_NUM_REGIONS + region]: of what this job last wrote there
+    size_t file_bytes, slot_stride[ZERO_NUM_REGIONS], slot_bytes, bounce_bytes;
+    size_t piece;                     // elements per piece (ZERO_OFFLOAD_PIECE)
+    int num_pieces;
+    ZeroOffloadSlot opt_slot[ZERO_OFFLOAD_SLOTS];
+    char* bounce[2];                  // stage 3, -zp nvme: a unit's parameter shard read for its all-gather
+    NvmeRequest bounce_read[2];
+    int bounce_unit[2], bounce_next;
+    int seq;                          // the optimizer's piece counter this step (use order)
+    int prefetched;                   // the optimizer's first reads were issued this step
+    long long read_at_step, written_at_step; // io.bytes_*_submitted at the step's start
+    double io_wait_s_step, io_wait_s_total;  // exposed: time the engine waited for the disk
+} ZeroOffload;
+
+// ============================================================================================
 // The engine
 
 typedef struct {
@@ -60,6 +111,7 @@ typedef struct {
     int unit;        // the unit it holds, -1 when free
     long long age;   // when it was taken, to finish the oldest reduce-scatter first
     ZeroOp op;       // params: all-gather filling it; grads: reduce-scatter reading it
+    int awaiting_read; // params, -zp nvme: the shard is being read from NVMe into this bounce buffer (0: none, else 1 + index)
 #if ZERO_GPU_BUILD
     cudaEvent_t released; // params: the compute stream's last read of data (the next gather waits)
 #endif
@@ -99,13 +151,30 @@ typedef struct {
     ZeroWorkingUnit param_work[ZERO_WORKING_UNITS];
     ZeroWorkingUnit grad_work[ZERO_WORKING_UNITS];
     long long work_clock;
+    // Stages 2, 3, the tied wte (zero_grads_unit_partly_ready): rows of a wte unit's gradient
+    // the LM head left and the encoder still adds to, set aside from the unit's first
+    // reduce-scatter until the encoder asks for the unit again. Per unit: how many rows and where
+    // they start in the arena (kept_ids: row inside the unit; kept_data: kept_row_len floats each).
+    int* kept_count;
+    size_t* kept_first;
+    int* kept_ids;         // CPU engine: the rows' indices inside the unit
+    ZeroFloat* kept_data;
+#if ZERO_GPU_BUILD
+    const int** kept_tokens; // GPU engine: per unit, the device list of the rows' tokens (the model's encoder plan) ...
+    int* kept_row0;          // ... and the unit's first wte row (row = token - row0)
+#endif
+    size_t kept_used, kept_capacity; // rows
+    int kept_row_len, kept_pending;  // elements per row; units with rows set aside
 #if ZERO_GPU_BUILD
     // GPU build (zero/engine_gpu.cuh): params, grads, master, m, v live on the device. `grads`
     // (bf16) holds one micro-step's gradient (stages 0, 1; stages 2, 3 use working units);
     // grads_fp32 accumulates the micro-steps and is what the optimizer reads: the full buffer at
     // stages 0, 1 (reduced on the last micro-step), the rank's shard at stages 2, 3.
     float* grads_fp32;
-    int* grad_folds;                   // per unit: micro-steps added into grads_fp32 this step
+    int* grad_folds;                   // per unit: reductions added into grads_fp32 this step (micro-steps;
+                                       // stages 2, 3: twice per micro-step for a wte unit)
+    int* grad_open;                    // stages 0, 1, per unit: asked for by backward, not yet ready (a
+                                       // wte unit is asked for twice per micro-step: LM head, encoder)
     cudaEvent_t* grad_fold_done;       // stages 0, 1, per unit: its last addition (comm stream)
     float* master;                     // fp32 master weights, stored (full or shard) like m and v
     cudaStream_t compute, comm;        // the model's kernels; the engine's bulk collectives
@@ -128,7 +197,17 @@ typedef struct {
 #if !ZERO_COMM_MPI
     ncclComm_t nccl;                   // NULL with one rank
 #endif
+    // ZeRO-Offload on the GPU (zero/offload_gpu.cuh): the host's side of the state, by shard layout.
+    float *host_master, *host_m, *host_v; // -zo cpu: this rank's optimizer shard, pinned
+    float* host_grads;                 // -zo cpu|nvme: the reduced fp32 gradient shard, copied down as each unit's last addition ends
+    float* host_grad_scale;            // -zo cpu|nvme: AdamW's gradient scale (pinned, 1 float), from the device
+    bf16* host_params;                 // -zo cpu|nvme: the updated parameter shard on its way up; -zp cpu: where the shard lives
+    cudaStream_t copy;                 // the offload's host<->device copies
+    cudaEvent_t *grads_down, *params_up; // per unit: the gradient slice is on the host / the parameters are back up
+    long long d2h_bytes_step, h2d_bytes_step; // this step's copies (bytes)
+    double copy_wait_s_step;           // host time waiting for a gradient copy (exposed)
 #endif
+    ZeroOffload offload;               // -zo, -zp (zero/offload.h)
     // Ring collectives (zero/comm_ring.h): the queue (one ring in flight at a time) and its
     // receive buffer, one chunk of the largest ring.
     ZeroOp *ring_head, *ring_tail;
@@ -136,7 +215,7 @@ typedef struct {
     size_t ring_scratch_capacity;
     long long ring_count;              // rings started so far: their tags
     // Accounting
-    size_t bytes_params, bytes_grads, bytes_optimizer, bytes_working, bytes_ring;
+    size_t bytes_params, bytes_grads, bytes_optimizer, bytes_working, bytes_ring; // the state's size, wherever it lives
     long long sent_elements_step, sent_elements_total; // ring count, bulk collectives only
     int scalar_all_reduces_step;
     double comm_wait_s_step, comm_wait_s_total;        // exposed: time spent waiting
@@ -165,6 +244,7 @@ static const char* zero_unit_name(const ParamLayout* layout, int unit, char* buf
     if (unit < 0) snprintf(buf, cap, "-");
     else if (unit == UNIT_EMBEDDING) snprintf(buf, cap, "%d (embedding)", unit);
     else if (unit == UNIT_FINAL(&layout->config)) snprintf(buf, cap, "%d (final layernorm)", unit);
+    else if (unit > UNIT_FINAL(&layout->config)) snprintf(buf, cap, "%d (wte vocab chunk %d)", unit, unit - UNIT_FINAL(&layout->config));
     else snprintf(buf, cap, "%d (layer %d)", unit, unit - 1);
     return buf;
 }

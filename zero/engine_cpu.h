@@ -12,7 +12,9 @@
 
 #if !ZERO_GPU_BUILD // the GPU engine is zero/engine_gpu.cuh
 // ---- set-up ----
-static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size) {
+// offload: where the optimizer state and the stage-3 parameter shard live (zero/offload.h);
+// NULL: in RAM. What lives on NVMe is not allocated here.
+static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size, const ZeroOffloadArgs* offload) {
     memset(z, 0, sizeof(*z));
     if (layout->world_size != world_size) {
         fprintf(stderr, "error: internal: layout padded for %d ranks used with %d\n", layout->world_size, world_size);
@@ -24,22 +26,23 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
     z->timeout_s = 300.0f;
     zero_progress_thread_start(world_size); // collectives move while the model computes
     int n = layout->num_units;
+    zero_offload_setup(z, offload);
+    const int* on_nvme = z->offload.on_nvme;
     size_t params_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_PARAMS, 0);
     size_t grads_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_GRADS, 0);
     size_t adam_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_ADAM_M, 0);
-    z->params = (float*)zero_calloc(params_n, sizeof(float), "parameters");
+    if (!on_nvme[ZERO_REGION_PARAMS]) z->params = (float*)zero_calloc(params_n, sizeof(float), "parameters");
     z->grads = (float*)zero_calloc(grads_n, sizeof(float), "gradients");
-    z->m = (float*)zero_calloc(adam_n, sizeof(float), "Adam m");
-    z->v = (float*)zero_calloc(adam_n, sizeof(float), "Adam v");
+    if (!on_nvme[ZERO_REGION_M]) z->m = (float*)zero_calloc(adam_n, sizeof(float), "Adam m");
+    if (!on_nvme[ZERO_REGION_V]) z->v = (float*)zero_calloc(adam_n, sizeof(float), "Adam v");
     z->bytes_params = params_n * sizeof(float);
     z->bytes_grads = grads_n * sizeof(float);
     z->bytes_optimizer = 2 * adam_n * sizeof(float);
     if (ZERO_STAGE <= 1) z->grad_ops = (ZeroOp*)zero_calloc((size_t)n, sizeof(ZeroOp), "gradient requests");
     if (ZERO_STAGE == 1 || ZERO_STAGE == 2) z->param_ops = (ZeroOp*)zero_calloc((size_t)n, sizeof(ZeroOp), "parameter requests");
-    size_t layer_n = zero_max_layer_unit_numel(layout);
-    size_t emb_n = layout->units[UNIT_EMBEDDING].padded_numel;
+    size_t unit_n = zero_max_unit_numel(layout); // every working unit: the largest unit (wte is chunked)
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
-        size_t cap = i == 0 ? emb_n : layer_n;
+        size_t cap = unit_n;
         z->param_work[i].unit = z->grad_work[i].unit = -1;
         if (ZERO_STAGE == 3) {
             z->param_work[i].data = (float*)zero_calloc(cap, sizeof(float), "parameter working unit");
@@ -51,8 +54,30 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
         }
     }
     z->bytes_working = zero_working_numel(layout, ZERO_STAGE) * sizeof(float);
+    z->kept_count = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row counts");
+    z->kept_first = (size_t*)zero_calloc((size_t)n, sizeof(size_t), "kept-row offsets");
+    z->bytes_working += zero_offload_staging_bytes(z);
     // The rings' receive buffer: one chunk of the largest unit (zero/comm_ring.h).
     if (ZERO_RING && world_size > 1) zero_ring_scratch(z, zero_ring_buffer_numel(layout, world_size));
+    zero_offload_open(z);
+}
+
+static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size) {
+    zero_init_placed(z, layout, rank, world_size, NULL);
+}
+
+/*
+ * Stages 2, 3: room for the rows of wte's gradient that zero_grads_unit_partly_ready sets aside:
+ * at most one row per token of a micro-batch (B*T rows of row_len = C elements), counted in the
+ * working bytes. The model calls it once, at build.
+ */
+static void zero_reserve_kept_rows(ZeroEngine* z, size_t max_rows, int row_len) {
+    if (ZERO_STAGE < 2) return;
+    z->kept_ids = (int*)zero_calloc(max_rows, sizeof(int), "kept wte rows");
+    z->kept_data = (float*)zero_calloc(max_rows * (size_t)row_len, sizeof(float), "kept wte gradient rows");
+    z->kept_capacity = max_rows;
+    z->kept_row_len = row_len;
+    z->bytes_working += zero_kept_rows_bytes(ZERO_STAGE, max_rows, row_len, 0); // zero/layout.h
 }
 
 // Wait for every collective still in flight: peers may be reading this rank's buffers (Open
@@ -67,10 +92,12 @@ static void zero_wait_all(ZeroEngine* z) {
 static void zero_free(ZeroEngine* z) {
     zero_wait_all(z);
     zero_progress_thread_stop();
+    zero_offload_free(z);
     zero_pp_free(z);
     free(z->params); free(z->grads); free(z->m); free(z->v);
     free(z->grad_ops); free(z->param_ops);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { free(z->param_work[i].data); free(z->grad_work[i].data); }
+    free(z->kept_count); free(z->kept_first); free(z->kept_ids); free(z->kept_data);
     zero_ring_forget(z);
     free(z->ring_scratch);
 }
@@ -86,10 +113,40 @@ static void zero_grad_work_finish(ZeroEngine* z, ZeroWorkingUnit* w) {
     w->unit = -1;
 }
 
-// Stage 3: start gathering `unit` into a free working unit; NULL if none is free.
+// Stage 3, -zp nvme: start the all-gathers whose shards are being read from NVMe, oldest first,
+// waiting for each read, up to working unit `upto` (NULL: all of them). Every rank must issue its
+// collectives in the same order, so this runs only at fixed points of the model's calls (never
+// when a read happens to finish): a unit prefetched at one unit's start is gathered at its end.
+static void zero_param_work_start_gathers(ZeroEngine* z, ZeroWorkingUnit* upto) {
+    for (;;) {
+        ZeroWorkingUnit* oldest = NULL;
+        for (int i = 0; i < ZERO_WORKING_UNITS; i++)
+            if (z->param_work[i].awaiting_read && (oldest == NULL || z->param_work[i].age < oldest->age)) oldest = &z->param_work[i];
+        if (oldest == NULL) return;
+        const ParamUnit* u = &z->layout->units[oldest->unit];
+        const ZeroFloat* mine = zero_offload_param_read_wait(z, oldest->awaiting_read - 1);
+        oldest->awaiting_read = 0;
+        // The bounce buffer goes back at once: the shard is copied to its place and gathered in place.
+        memcpy(oldest->data + (size_t)z->rank * u->shard_numel, mine, u->shard_numel * sizeof(float));
+        zero_op_all_gather(z, &oldest->op, NULL, oldest->data, u->padded_numel, oldest->unit, "parameters");
+        if (oldest == upto) return;
+    }
+}
+
+// Stage 3: start gathering `unit` into a free working unit; NULL if none is free. With -zp nvme
+// its shard is read from NVMe first and the gather starts when the read is back.
 static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
     ZeroWorkingUnit* w = zero_work_take(z, z->param_work, unit);
     if (w == NULL) return NULL;
+    if (z->offload.on_nvme[ZERO_REGION_PARAMS]) {
+        int busy[2] = {0, 0}; // the two bounce buffers: gather what holds them if both are taken
+        for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (z->param_work[i].awaiting_read) busy[z->param_work[i].awaiting_read - 1] = 1;
+        if (busy[0] && busy[1]) { zero_param_work_start_gathers(z, NULL); busy[0] = busy[1] = 0; }
+        int b = busy[0] ? 1 : 0;
+        zero_offload_param_read(z, b, unit);
+        w->awaiting_read = 1 + b;
+        return w;
+    }
     const ParamUnit* u = &z->layout->units[unit];
     if (zero_pp_param_gather(z, w, unit, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit))) return w; // ZeRO++: qwZ, hpZ
     // All-gather: shard_numel elements from each rank's parameter shard into the working unit
@@ -105,13 +162,13 @@ static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
  * The unit's full parameters (padded_numel elements, tensors at their unit offsets), valid
  * until zero_params_unit_done. Stages 1, 2: waits for the unit's all-gather from the last
  * optimizer step (the first place it is needed). Stage 3: uses the prefetched working unit or
- * gathers now; a unit still resident (the LM head's wte kept from forward for backward) is
- * returned as is.
+ * gathers now.
  */
 static float* zero_params_unit(ZeroEngine* z, int unit) {
     zero_progress(z);
     if (ZERO_STAGE == 3) {
         ZeroWorkingUnit* w = zero_param_work_get(z, unit);
+        if (w->awaiting_read) zero_param_work_start_gathers(z, w);
         zero_op_wait(z, &w->op);
         zero_pp_gather_done(z, w); // ZeRO++: dequantize (qwZ), keep the secondary shard (hpZ)
         return w->data;
@@ -131,24 +188,82 @@ static void zero_params_unit_done(ZeroEngine* z, int unit) {
     if (ZERO_STAGE == 3) {
         ZeroWorkingUnit* w = zero_work_find(z->param_work, unit);
         if (w != NULL) { zero_op_wait(z, &w->op); w->unit = -1; }
+        zero_param_work_start_gathers(z, NULL);
     }
     zero_progress(z);
 }
 
 /*
  * The buffer backward accumulates the unit's gradients into (padded_numel elements); called
- * once per unit per backward. Stages 0, 1: the unit in the full gradient buffer (accumulating
- * over micro-steps). Stages 2, 3: a zeroed working unit; when none is free, the oldest unit's
- * reduce-scatter is finished first.
+ * once per unit per backward, twice for a wte unit (LM head, then encoder). Stages 0, 1: the unit
+ * in the full gradient buffer (accumulating over micro-steps and both uses). Stages 2, 3: a
+ * zeroed working unit, into which the rows zero_grads_unit_partly_ready set aside go back; when
+ * none is free, the oldest unit's reduce-scatter is finished first.
  */
 static float* zero_grads_unit(ZeroEngine* z, int unit) {
     zero_progress(z);
     if (ZERO_STAGE >= 2) {
         ZeroWorkingUnit* w = zero_grad_work_acquire(z, unit);
         memset(w->data, 0, z->layout->units[unit].padded_numel * sizeof(float));
+        int count = z->kept_count[unit];
+        size_t row = (size_t)z->kept_row_len;
+        for (int i = 0; i < count; i++) {
+            size_t k = z->kept_first[unit] + (size_t)i;
+            memcpy(w->data + (size_t)z->kept_ids[k] * row, z->kept_data + k * row, row * sizeof(float));
+        }
+        if (count > 0) { z->kept_count[unit] = 0; z->kept_pending--; }
         return w->data;
     }
     return z->grads + z->layout->units[unit].offset;
+}
+
+// Reduce-scatter in place on a gradient working unit (stages 2, 3): padded_numel elements in,
+// this rank's shard_numel reduced slice out (where zero_reduce_scatter_result says), added into
+// the shard when finished. ZeRO++ qgZ: the two-level all-to-all of quantized gradients instead,
+// done on return. Both halves of a wte unit (zero_grads_unit_partly_ready, then the encoder's
+// rows) come through here, each a reduction of its own: their reduced slices add in the shard.
+static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
+    const ParamUnit* u = &z->layout->units[unit];
+    if (z->measure_local_grad_norm) z->local_grad_norm_sq += norm_squared(w->data, u->padded_numel); // GNS small batch
+    if (!zero_pp_grad_reduce_scatter(z, w, unit)) zero_op_reduce_scatter(z, &w->op, w->data, u->padded_numel, unit, "gradients");
+    if (z->world_size == 1) zero_grad_work_finish(z, w); // nothing in flight: finish now
+}
+
+/*
+ * The tied wte, backward's first use of one of its units done (the LM head's dwte_k): the
+ * encoder will add to `count` rows of it (row indices inside the unit, row_len elements each: the
+ * tokens of this micro-batch in that vocab chunk) at the end of backward; every other element's
+ * gradient is final for this micro-step. Stages 2, 3 set those rows aside, zero them and
+ * reduce-scatter the unit now, so no wte unit's gradient waits through the whole backward in a
+ * working buffer (they would add up to all of wte); the rows go back into the unit's second
+ * working unit (zero_grads_unit), whose reduce-scatter zero_grads_unit_ready starts. The two
+ * reduced parts add up in the shard: every element gets both contributions, LM head and encoder.
+ * Stages 0, 1: nothing (the full buffer holds both until zero_grads_unit_ready).
+ */
+static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* rows, int count, int row_len) {
+    if (ZERO_STAGE < 2) return;
+    ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
+    if (w == NULL || row_len != z->kept_row_len || z->kept_count[unit] != 0) {
+        fprintf(stderr, "error: internal: unit %d marked partly ready without a gradient working unit, rows of %d, or twice\n", unit, row_len);
+        zero_abort_all_ranks(1);
+    }
+    if (z->kept_pending == 0) z->kept_used = 0; // every set-aside row went back: the arena is free
+    if (z->kept_used + (size_t)count > z->kept_capacity) {
+        fprintf(stderr, "error: internal: %zu kept wte rows exceed the %zu reserved (zero_reserve_kept_rows)\n", z->kept_used + count, z->kept_capacity);
+        zero_abort_all_ranks(1);
+    }
+    size_t row = (size_t)row_len;
+    z->kept_first[unit] = z->kept_used;
+    for (int i = 0; i < count; i++) {
+        size_t k = z->kept_used + (size_t)i;
+        z->kept_ids[k] = rows[i];
+        memcpy(z->kept_data + k * row, w->data + (size_t)rows[i] * row, row * sizeof(float));
+        memset(w->data + (size_t)rows[i] * row, 0, row * sizeof(float));
+    }
+    z->kept_used += (size_t)count;
+    if (count > 0) { z->kept_count[unit] = count; z->kept_pending++; }
+    zero_grad_work_reduce(z, w, unit);
+    zero_progress(z);
 }
 
 /*
@@ -159,7 +274,8 @@ static float* zero_grads_unit(ZeroEngine* z, int unit) {
  */
 static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) {
     const ParamUnit* u = &z->layout->units[unit];
-    if (z->measure_local_grad_norm) { // GNS small batch, before the collective below
+    if (last_micro_step) zero_offload_prefetch_optimizer(z); // -zo/-zp nvme: the first units' state, read during backward
+    if (z->measure_local_grad_norm && ZERO_STAGE < 2) { // GNS small batch, before the collective below
         const float* local = zero_gns_local_grads(z, unit);
         if (local) z->local_grad_norm_sq += norm_squared(local, u->padded_numel);
     }
@@ -177,11 +293,7 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
             fprintf(stderr, "error: internal: unit %d marked ready without a gradient working unit\n", unit);
             zero_abort_all_ranks(1);
         }
-        // Reduce-scatter in place on the working unit: padded_numel elements in, this rank's
-        // shard_numel reduced slice out (zero_reduce_scatter_result), added into the shard when finished.
-        // ZeRO++ qgZ: the two-level all-to-all of quantized gradients instead, done on return.
-        if (!zero_pp_grad_reduce_scatter(z, w, unit)) zero_op_reduce_scatter(z, &w->op, w->data, u->padded_numel, unit, "gradients");
-        if (z->world_size == 1) zero_grad_work_finish(z, w); // nothing in flight: finish now
+        zero_grad_work_reduce(z, w, unit); // GNS small batch read there, before the collective
     }
     zero_progress(z);
 }
@@ -195,6 +307,9 @@ static void zero_grads_zero(ZeroEngine* z) {
 static void zero_step_begin(ZeroEngine* z, int step) {
     z->step = step;
     zero_trace_step_begin(z, step); // -tr: the step's span opens (zero/trace.h)
+    z->offload.io_wait_s_step = 0.0;
+    z->offload.read_at_step = zero_offload_bytes_read(z);
+    z->offload.written_at_step = zero_offload_bytes_written(z);
     z->sent_elements_step = 0;
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;
@@ -213,7 +328,8 @@ static void zero_params_wait_all(ZeroEngine* z) {
 static void zero_set_unit_params(ZeroEngine* z, int unit, const float* unit_buf) {
     const ParamUnit* u = &z->layout->units[unit];
     zero_params_wait_all(z);
-    if (ZERO_STAGE == 3) memcpy(zero_owned(z, z->params, ZERO_BUF_PARAMS, unit), unit_buf + (size_t)z->rank * u->shard_numel, u->shard_numel * sizeof(float));
+    if (z->offload.on_nvme[ZERO_REGION_PARAMS]) zero_offload_region_io(z, unit, ZERO_REGION_PARAMS, (void*)(unit_buf + (size_t)z->rank * u->shard_numel), 1);
+    else if (ZERO_STAGE == 3) memcpy(zero_owned(z, z->params, ZERO_BUF_PARAMS, unit), unit_buf + (size_t)z->rank * u->shard_numel, u->shard_numel * sizeof(float));
     else memcpy(z->params + u->offset, unit_buf, u->padded_numel * sizeof(float));
 }
 
@@ -222,13 +338,17 @@ static void zero_set_unit_params(ZeroEngine* z, int unit, const float* unit_buf)
 static void zero_get_full_params(ZeroEngine* z, float* full) {
     zero_params_wait_all(z);
     if (ZERO_STAGE == 3) {
+        int on_nvme = z->offload.on_nvme[ZERO_REGION_PARAMS];
+        float* staged = on_nvme ? (float*)zero_calloc(zero_max_unit_numel(z->layout), sizeof(float), "checkpoint parameter shard") : NULL;
         for (int unit = 0; unit < z->layout->num_units; unit++) {
             const ParamUnit* u = &z->layout->units[unit];
             ZeroOp op = {.kind = ZERO_OP_NONE};
-            zero_op_gather_to_rank0(z, &op, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit),
+            if (on_nvme) zero_offload_region_io(z, unit, ZERO_REGION_PARAMS, staged, 0);
+            zero_op_gather_to_rank0(z, &op, on_nvme ? staged : zero_owned(z, z->params, ZERO_BUF_PARAMS, unit),
                                     full ? full + u->offset : NULL, u->padded_numel, unit, "parameters (checkpoint)");
             zero_op_wait(z, &op);
         }
+        free(staged);
     } else if (full != NULL) {
         memcpy(full, z->params, z->layout->padded_numel * sizeof(float));
     }
@@ -241,6 +361,11 @@ static void zero_get_optimizer_shard(ZeroEngine* z, float* m_out, float* v_out) 
     for (int unit = 0; unit < z->layout->num_units; unit++) {
         const ParamUnit* u = &z->layout->units[unit];
         size_t dst = u->offset / (size_t)z->world_size;
+        if (z->offload.on_nvme[ZERO_REGION_M]) { // -zo nvme: read back from the offload file
+            zero_offload_region_io(z, unit, ZERO_REGION_M, m_out + dst, 0);
+            zero_offload_region_io(z, unit, ZERO_REGION_V, v_out + dst, 0);
+            continue;
+        }
         memcpy(m_out + dst, zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit), u->shard_numel * sizeof(float));
         memcpy(v_out + dst, zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit), u->shard_numel * sizeof(float));
     }
@@ -252,6 +377,11 @@ static void zero_set_optimizer_shard(ZeroEngine* z, const float* m_in, const flo
     for (int unit = 0; unit < z->layout->num_units; unit++) {
         const ParamUnit* u = &z->layout->units[unit];
         size_t src = u->offset / (size_t)z->world_size;
+        if (z->offload.on_nvme[ZERO_REGION_M]) { // -zo nvme (stages 1-3: no all-gather below)
+            zero_offload_region_io(z, unit, ZERO_REGION_M, (void*)(m_in + src), 1);
+            zero_offload_region_io(z, unit, ZERO_REGION_V, (void*)(v_in + src), 1);
+            continue;
+        }
         memcpy(zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit), m_in + src, u->shard_numel * sizeof(float));
         memcpy(zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit), v_in + src, u->shard_numel * sizeof(float));
         if (ZERO_STAGE == 0) {
@@ -310,6 +440,7 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
         }
     }
     if (ZERO_STAGE == 3) { // gathered units are stale once the shard changes: free them
+        zero_param_work_start_gathers(z, NULL); // (none pending at a step's end; kept collective-safe)
         for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
             zero_op_wait(z, &z->param_work[i].op);
             z->param_work[i].unit = -1;
@@ -341,23 +472,35 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
     // 4. Clip coefficient as torch.nn.utils.clip_grad_norm_ computes it: max_norm / (norm + 1e-6), capped at 1.
     float clip_coef = opt->grad_clip > 0.0f ? opt->grad_clip / (norm + 1e-6f) : 1.0f;
     float grad_scale = clip_coef < 1.0f ? clip_coef : 1.0f;
-    for (int unit = 0; unit < layout->num_units; unit++) {
+    for (int i = 0; i < layout->num_units; i++) {
+        int unit = zero_unit_in_use_order(layout, i);
         const ParamUnit* u = &layout->units[unit];
         size_t begin, end;
         zero_update_range(z, unit, &begin, &end);
         // Each buffer's element `begin` of this unit, full or shard as the stage stores it.
-        float* p = ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset + begin;
-        float* g = ZERO_STAGE >= 2 ? zero_owned(z, z->grads, ZERO_BUF_GRADS, unit) : z->grads + u->offset + begin;
-        float* m = ZERO_STAGE >= 1 ? zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit) : z->m + u->offset + begin;
-        float* v = ZERO_STAGE >= 1 ? zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit) : z->v + u->offset + begin;
-        for (int i = 0; i < u->num_tensors; i++) {
-            const ParamTensor* pt = &layout->tensors[u->first_tensor + i];
-            size_t first;
-            size_t len = zero_tensor_overlap(pt, begin, end, &first);
-            if (len == 0) continue;
-            size_t o = first - begin;
-            float wd = pt->ndim == 2 ? opt->weight_decay : 0.0f;
-            adamw_update(p + o, g + o, m + o, v + o, len, lr, opt->beta1, opt->beta2, opt->eps, wd, grad_scale, t);
+        float* p0 = ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset + begin;
+        float* g0 = ZERO_STAGE >= 2 ? zero_owned(z, z->grads, ZERO_BUF_GRADS, unit) : z->grads + u->offset + begin;
+        float* m0 = ZERO_STAGE >= 1 ? zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit) : z->m + u->offset + begin;
+        float* v0 = ZERO_STAGE >= 1 ? zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit) : z->v + u->offset + begin;
+        // The slice in pieces: one, unless -zo/-zp nvme streams it from the disk piece by piece.
+        for (int k = 0; k < zero_offload_unit_pieces(z, unit); k++) {
+            size_t lo, hi;
+            zero_offload_piece_range(z, unit, k, &lo, &hi);
+            if (ZERO_STAGE == 0) hi = end - begin; // (stage 0 has no offload: one piece, the whole unit)
+            float *p = p0 ? p0 + lo : NULL, *g = g0 + lo, *m = m0 ? m0 + lo : NULL, *v = v0 ? v0 + lo : NULL;
+            void* region[ZERO_NUM_REGIONS] = {p, NULL, m, v};
+            zero_offload_piece_begin(z, unit, k, region); // nvme: the staged copies, read and checked
+            p = (float*)region[ZERO_REGION_PARAMS], m = (float*)region[ZERO_REGION_M], v = (float*)region[ZERO_REGION_V];
+            for (int ti = 0; ti < u->num_tensors; ti++) {
+                const ParamTensor* pt = &layout->tensors[u->first_tensor + ti];
+                size_t first;
+                size_t len = zero_tensor_overlap(pt, begin + lo, begin + hi, &first);
+                if (len == 0) continue;
+                size_t o = first - begin - lo;
+                float wd = pt->ndim == 2 ? opt->weight_decay : 0.0f;
+                adamw_update(p + o, g + o, m + o, v + o, len, lr, opt->beta1, opt->beta2, opt->eps, wd, grad_scale, t);
+            }
+            zero_offload_piece_end(z, unit, k); // written back while the next pieces update
         }
         // 5. All-gather in place: this rank's updated shard_numel slice out, the unit's
         // padded_numel parameters in; the next forward waits for it when it reaches this unit.

@@ -55,6 +55,7 @@
 #include "kernels/adamw.cuh"
 #include "kernels/global_norm.cuh"
 #include "kernels/grad_accum.cuh"
+#include "kernels/rows.cuh"
 
 static void zero_adamw_plan_init(ZeroEngine* z); // zero/optimizer_gpu.cuh
 
@@ -87,7 +88,7 @@ static void zero_op_init(ZeroOp* op) {
  * communicator: rank 0 makes the unique id and MPI carries it to every rank (NCCL docs,
  * "Creating a communicator with options" / ncclCommInitRank). Every rank calls it.
  */
-static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size) {
+static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size, const ZeroOffloadArgs* offload) {
     memset(z, 0, sizeof(*z));
     if (layout->world_size != world_size) {
         fprintf(stderr, "error: internal: layout padded for %d ranks used with %d\n", layout->world_size, world_size);
@@ -103,17 +104,22 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
     size_t grads_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_GRADS, 1); // fp32: full or shard
     size_t grads_bf16_n = ZERO_STAGE <= 1 ? layout->padded_numel : 0;          // one micro-step (stages 2, 3: working units)
     size_t state_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_ADAM_M, 1); // master, m, v alike
-    z->params = (bf16*)zero_device_calloc(params_n, sizeof(bf16), "parameters (bf16)");
+    zero_offload_setup(z, offload); // -zo/-zp (zero/offload.h): what is off the device is not allocated here
+    int host_optimizer = zero_offload_gpu_host_optimizer(z), params_off = zero_offload_gpu_params_off(z);
+    if (!params_off) z->params = (bf16*)zero_device_calloc(params_n, sizeof(bf16), "parameters (bf16)");
     z->grads = (bf16*)zero_device_calloc(grads_bf16_n, sizeof(bf16), "gradients (bf16, one micro-step)");
     z->grads_fp32 = (float*)zero_device_calloc(grads_n, sizeof(float), "gradients (fp32, accumulated)");
-    z->master = (float*)zero_device_calloc(zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_MASTER, 1), sizeof(float), "master weights");
-    z->m = (float*)zero_device_calloc(state_n, sizeof(float), "Adam m");
-    z->v = (float*)zero_device_calloc(state_n, sizeof(float), "Adam v");
+    if (!host_optimizer) {
+        z->master = (float*)zero_device_calloc(zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_MASTER, 1), sizeof(float), "master weights");
+        z->m = (float*)zero_device_calloc(state_n, sizeof(float), "Adam m");
+        z->v = (float*)zero_device_calloc(state_n, sizeof(float), "Adam v");
+    }
     z->bytes_params = params_n * sizeof(bf16);
     z->bytes_grads = zero_grads_bytes(layout, ZERO_STAGE, 1); // = grads_bf16_n bf16 + grads_n fp32 (zero/layout.h)
     z->bytes_optimizer = 3 * state_n * sizeof(float);
     int n = layout->num_units;
     z->grad_folds = (int*)zero_calloc((size_t)n, sizeof(int), "gradient accumulation counts");
+    z->grad_open = (int*)zero_calloc((size_t)n, sizeof(int), "gradient requests");
     z->grad_fold_done = (cudaEvent_t*)zero_calloc((size_t)n, sizeof(cudaEvent_t), "gradient accumulation events");
     for (int u = 0; u < n; u++) CUDA_CHECK(cudaEventCreateWithFlags(&z->grad_fold_done[u], cudaEventDisableTiming));
     if (ZERO_STAGE <= 1) {
@@ -124,10 +130,9 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
         z->param_ops = (ZeroOp*)zero_calloc((size_t)n, sizeof(ZeroOp), "parameter collectives");
         for (int u = 0; u < n; u++) zero_op_init(&z->param_ops[u]);
     }
-    size_t layer_n = zero_max_layer_unit_numel(layout);
-    size_t emb_n = layout->units[UNIT_EMBEDDING].padded_numel;
+    size_t unit_n = zero_max_unit_numel(layout); // every working unit: the largest unit (wte is chunked)
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
-        size_t cap = i == 0 ? emb_n : layer_n;
+        size_t cap = unit_n;
         ZeroWorkingUnit* units[2] = {&z->param_work[i], &z->grad_work[i]};
         for (int k = 0; k < 2; k++) {
             zero_op_init(&units[k]->op);
@@ -144,6 +149,10 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
         }
     }
     z->bytes_working = zero_working_numel(layout, ZERO_STAGE) * sizeof(bf16);
+    z->kept_count = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row counts");
+    z->kept_first = (size_t*)zero_calloc((size_t)n, sizeof(size_t), "kept-row offsets");
+    z->kept_tokens = (const int**)zero_calloc((size_t)n, sizeof(int*), "kept-row tokens");
+    z->kept_row0 = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row offsets");
     CUDA_CHECK(cudaEventCreateWithFlags(&z->compute_mark, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&z->comm_mark, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&z->host_mark, cudaEventDisableTiming));
@@ -186,6 +195,12 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
     }
 #endif
     zero_active_engine = z;
+    zero_offload_gpu_init(z);
+    zero_offload_open(z); // NVMe: the file, preallocated; every rank
+}
+
+static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size) {
+    zero_init_placed(z, layout, rank, world_size, NULL);
 }
 
 // Every collective and kernel still queued has finished (timed): before freeing or reading back.
@@ -195,6 +210,8 @@ static void zero_wait_all(ZeroEngine* z) {
 
 static void zero_free(ZeroEngine* z) {
     zero_wait_all(z);
+    zero_offload_gpu_free(z);
+    zero_offload_free(z);
     zero_pp_free(z);
 #if !ZERO_COMM_MPI
     if (z->nccl != NULL) NCCL_CHECK(ncclCommDestroy(z->nccl));
@@ -208,7 +225,7 @@ static void zero_free(ZeroEngine* z) {
     for (int u = 0; z->param_ops && u < n; u++) CUDA_CHECK(cudaEventDestroy(z->param_ops[u].done));
     free(z->grad_ops); free(z->param_ops);
     for (int u = 0; u < n; u++) CUDA_CHECK(cudaEventDestroy(z->grad_fold_done[u]));
-    free(z->grad_folds); free(z->grad_fold_done);
+    free(z->grad_folds); free(z->grad_open); free(z->grad_fold_done);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
         ZeroWorkingUnit* units[2] = {&z->param_work[i], &z->grad_work[i]};
         for (int k = 0; k < 2; k++) {
@@ -233,6 +250,8 @@ static void zero_free(ZeroEngine* z) {
     adamw_plan_free(&z->adamw_plan);
     free(z->adamw_unit_chunks);
     free(z->host_float); free(z->host_bf16); free(z->ring_scratch);
+    free(z->kept_count); free(z->kept_first); free(z->kept_tokens); free(z->kept_row0);
+    CUDA_CHECK(cudaFree(z->kept_data));
     CUDA_CHECK(cudaStreamDestroy(z->compute));
     CUDA_CHECK(cudaStreamDestroy(z->comm));
 }
@@ -260,11 +279,18 @@ static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
     const ParamUnit* u = &z->layout->units[unit];
     // The gather overwrites the working unit: after the compute stream's last read of it.
     CUDA_CHECK(cudaStreamWaitEvent(z->comm, w->released, 0));
-    if (zero_pp_device_param_gather(z, w, unit)) return w; // ZeRO++ qwZ: int8 packets (zero/zeropp_gpu.cuh)
+    if (zero_offload_gpu_params_off(z)) { // -zp: the slice comes up from the host into its place first
+        zero_offload_gpu_params_up(z, unit, w->data + (size_t)z->rank * u->shard_numel);
+        zero_device_collective(z, &w->op, ZERO_OP_ALL_GATHER, NULL, w->data, u->padded_numel, unit, "parameters");
+        return w;
+    }
+    if (zero_offload_gpu_host_optimizer(z)) CUDA_CHECK(cudaStreamWaitEvent(z->comm, z->params_up[unit], 0)); // -zo: the update is up
+    if (zero_pp_device_param_gather(z, w, unit)) return w; // ZeRO++: qwZ packets, hpZ's group gather (zero/zeropp_gpu.cuh)
     // All-gather: shard_numel elements from each rank's parameter shard into the working unit
     // (padded_numel elements), so every rank holds the whole unit until zero_params_unit_done.
     zero_device_collective(z, &w->op, ZERO_OP_ALL_GATHER, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit), w->data,
                            u->padded_numel, unit, "parameters");
+    if (z->pp) zero_pp_device_gathered(z, w); // ZeRO++ hpZ: forward's gather keeps its secondary slice
     return w;
 }
 
@@ -308,13 +334,28 @@ static void zero_params_unit_done(ZeroEngine* z, int unit) {
 }
 
 /*
+ * Stages 2, 3: room on the device for the rows of wte's gradient zero_grads_unit_partly_ready sets
+ * aside: at most one row per token of a micro-batch (B*T rows of row_len = C), counted in the
+ * working bytes. The model calls it once, at build.
+ */
+static void zero_reserve_kept_rows(ZeroEngine* z, size_t max_rows, int row_len) {
+    if (ZERO_STAGE < 2) return;
+    z->kept_data = (bf16*)zero_device_calloc(max_rows * (size_t)row_len, sizeof(bf16), "kept wte gradient rows");
+    z->kept_capacity = max_rows;
+    z->kept_row_len = row_len;
+    z->bytes_working += zero_kept_rows_bytes(ZERO_STAGE, max_rows, row_len, 1); // zero/layout.h
+}
+
+/*
  * The bf16 buffer backward accumulates the unit's gradients into (padded_numel elements) for
- * this micro-step; called once per unit per backward, and zeroed here on the compute stream.
- * Stages 0, 1: the unit in the full bf16 buffer; its previous micro-step was added into fp32 on
- * the comm stream, which the compute stream waits for first (untimed: engine work, not
- * communication; long done when backward comes back to the unit). Stages 2, 3: a working unit;
- * when none is free, the oldest unit's reduce-scatter is finished first (the compute stream
- * waits for it).
+ * this micro-step; called once per unit per backward, twice for a wte unit (LM head, then
+ * encoder). Stages 0, 1: the unit in the full bf16 buffer, zeroed on the compute stream when
+ * backward first asks for it in a micro-step (the encoder's second request adds to the LM
+ * head's); its previous micro-step was added into fp32 on the comm stream, which the compute
+ * stream waits for first (untimed: engine work, not communication; long done when backward
+ * comes back to the unit). Stages 2, 3: a working unit zeroed on the compute stream, into which
+ * the rows zero_grads_unit_partly_ready set aside go back; when none is free, the oldest unit's
+ * reduce-scatter is finished first (the compute stream waits for it).
  */
 static bf16* zero_grads_unit(ZeroEngine* z, int unit) {
     zero_device_progress(z);
@@ -322,10 +363,20 @@ static bf16* zero_grads_unit(ZeroEngine* z, int unit) {
     if (ZERO_STAGE >= 2) {
         ZeroWorkingUnit* w = zero_grad_work_acquire(z, unit); // the policy shared with the CPU engine
         buffer = w->data; // finished: compute waited for its last reduce-scatter and addition
-    } else {
-        if (z->grad_folds[unit] > 0) CUDA_CHECK(cudaStreamWaitEvent(z->compute, z->grad_fold_done[unit], 0));
-        buffer = z->grads + z->layout->units[unit].offset;
+        CUDA_CHECK(cudaMemsetAsync(buffer, 0, z->layout->units[unit].padded_numel * sizeof(bf16), z->compute));
+        int count = z->kept_count[unit];
+        if (count > 0) {
+            rows_put_cuda(w->data, z->kept_data + z->kept_first[unit] * (size_t)z->kept_row_len, z->kept_tokens[unit],
+                          z->kept_row0[unit], count, z->kept_row_len, z->compute);
+            z->kept_count[unit] = 0;
+            z->kept_pending--;
+        }
+        return buffer;
     }
+    buffer = z->grads + z->layout->units[unit].offset;
+    if (z->grad_open[unit]) return buffer; // the wte unit's second request (encoder): add to the LM head's
+    z->grad_open[unit] = 1;
+    if (z->grad_folds[unit] > 0) CUDA_CHECK(cudaStreamWaitEvent(z->compute, z->grad_fold_done[unit], 0));
     CUDA_CHECK(cudaMemsetAsync(buffer, 0, z->layout->units[unit].padded_numel * sizeof(bf16), z->compute));
     return buffer;
 }
@@ -337,6 +388,57 @@ static float* zero_grads_fp32_target(ZeroEngine* z, int unit, size_t* n) {
     *n = ZERO_STAGE == 0 ? u->padded_numel : u->shard_numel;
     if (ZERO_STAGE == 0) return z->grads_fp32 + u->offset;
     return zero_owned(z, z->grads_fp32, ZERO_BUF_GRADS, unit);
+}
+
+// Stages 2, 3: the unit's working unit is ready (on the compute stream) for its reduce-scatter:
+// the GNS meter's local norm first, then in place on the comm stream, padded_numel elements in,
+// this rank's shard_numel reduced slice out at w->data + rank*shard_numel, then into the fp32
+// shard on the same stream: shard (+)= the reduced slice (the step's first reduction of the unit
+// sets it; a wte unit is reduced twice per micro-step, zero_grads_unit_partly_ready). ZeRO++
+// qgZ (zero/zeropp_gpu.cuh) replaces both: its all-to-alls of codes sum into the shard in fp32.
+static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
+    const ParamUnit* u = &z->layout->units[unit];
+    if (z->measure_local_grad_norm) norm_squared_cuda(z->norm_device + 1, z->norm_scratch, w->data, u->padded_numel, 1, z->compute);
+    zero_stream_after(z->comm, z->compute, z->compute_mark);
+    size_t target_n;
+    float* target = zero_grads_fp32_target(z, unit, &target_n);
+    if (!zero_pp_device_grad_reduce(z, w, unit, target, z->grad_folds[unit] == 0)) {
+        zero_device_collective(z, &w->op, ZERO_OP_REDUCE_SCATTER, NULL, w->data, u->padded_numel, unit, "gradients");
+        grad_accumulate_cuda(target, w->data + (size_t)z->rank * u->shard_numel, target_n,
+                             z->grad_folds[unit] == 0 ? GRAD_SET : GRAD_ADD, z->comm);
+    }
+    CUDA_CHECK(cudaEventRecord(w->op.done, z->comm)); // done = reduced and added
+    z->grad_folds[unit]++;
+}
+
+/*
+ * The tied wte, backward's first use of one of its units done (the LM head's dwte_k): the
+ * encoder adds to `count` rows of it later in this micro-step, the tokens tokens_device[0..count)
+ * (ascending, device; row = token - row0, row_len elements each), which must stay valid until
+ * then (the model's encoder plan). Stages 2, 3 move those rows aside (compute stream), then
+ * reduce-scatter the rest of the unit now; zero_grads_unit puts them back into the unit's second
+ * working unit. The CPU engine's function of the same name, on streams. Stages 0, 1: nothing.
+ */
+static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* tokens_device, int count, int row0, int row_len) {
+    if (ZERO_STAGE < 2) return;
+    ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
+    if (w == NULL || row_len != z->kept_row_len || z->kept_count[unit] != 0) {
+        fprintf(stderr, "error: internal: unit %d marked partly ready without a gradient working unit, rows of %d, or twice\n", unit, row_len);
+        zero_abort_all_ranks(1);
+    }
+    if (z->kept_pending == 0) z->kept_used = 0; // every set-aside row went back: the arena is free
+    if (z->kept_used + (size_t)count > z->kept_capacity) {
+        fprintf(stderr, "error: internal: %zu kept wte rows exceed the %zu reserved (zero_reserve_kept_rows)\n", z->kept_used + count, z->kept_capacity);
+        zero_abort_all_ranks(1);
+    }
+    z->kept_first[unit] = z->kept_used;
+    z->kept_tokens[unit] = tokens_device;
+    z->kept_row0[unit] = row0;
+    rows_take_cuda(z->kept_data + z->kept_used * (size_t)row_len, w->data, tokens_device, row0, count, row_len, z->compute);
+    z->kept_used += (size_t)count;
+    if (count > 0) { z->kept_count[unit] = count; z->kept_pending++; }
+    zero_grad_work_reduce(z, w, unit);
+    zero_device_progress(z);
 }
 
 /*
@@ -360,15 +462,15 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
     int several = z->world_size > 1;
     if (ZERO_STAGE <= 1 && last_micro_step && several && !first) // the sum, rounded once, for the collective
         grad_accumulate_cuda(z->grads_fp32 + u->offset, z->grads + u->offset, u->padded_numel, GRAD_ADD_ROUND, z->compute);
-    if (z->measure_local_grad_norm) {
+    if (z->measure_local_grad_norm && ZERO_STAGE < 2) {
         // GNS small batch (zero_gns_local_grads, shared with the CPU engine). A kernel on the
         // compute stream, behind backward's kernels for the unit and ahead of the event the
         // collective waits for, adds its squared norm (padded_numel bf16 elements, fp32 sum)
-        // into norm_device[1]; no host wait.
+        // into norm_device[1]; no host wait. (Stages 2, 3: in zero_grad_work_reduce.)
         const bf16* local = zero_gns_local_grads(z, unit);
         if (local) norm_squared_cuda(z->norm_device + 1, z->norm_scratch, local, u->padded_numel, 1, z->compute);
     }
-    zero_stream_after(z->comm, z->compute, z->compute_mark);
+    if (ZERO_STAGE <= 1) zero_stream_after(z->comm, z->compute, z->compute_mark); // stages 2, 3: in zero_grad_work_reduce
     size_t target_n;
     float* target = zero_grads_fp32_target(z, unit, &target_n);
     if (ZERO_STAGE <= 1 && !(reduce_now && several)) {
@@ -393,14 +495,14 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
             fprintf(stderr, "error: internal: unit %d marked ready without a gradient working unit\n", unit);
             zero_abort_all_ranks(1);
         }
-        // Reduce-scatter in place on the working unit: padded_numel elements in, this rank's
-        // shard_numel reduced slice out at w->data + rank*shard_numel, then into the fp32 shard
-        // on the same stream: shard (+)= this micro-step's reduced slice.
-        zero_device_collective(z, &w->op, ZERO_OP_REDUCE_SCATTER, NULL, w->data, u->padded_numel, unit, "gradients");
-        grad_accumulate_cuda(target, w->data + (size_t)z->rank * u->shard_numel, target_n, first ? GRAD_SET : GRAD_ADD, z->comm);
-        CUDA_CHECK(cudaEventRecord(w->op.done, z->comm)); // done = reduced and added
+        zero_grad_work_reduce(z, w, unit);
     }
-    z->grad_folds[unit]++;
+    if (ZERO_STAGE <= 1) z->grad_folds[unit]++, z->grad_open[unit] = 0; // stages 2, 3: counted in zero_grad_work_reduce
+    // -zo cpu|nvme: the reduced fp32 slice goes down to the host as soon as its last addition is queued.
+    if (last_micro_step) {
+        cudaEvent_t folded = ZERO_STAGE <= 1 ? z->grad_fold_done[unit] : zero_work_find(z->grad_work, unit)->op.done;
+        zero_offload_gpu_grads_down(z, unit, target, folded);
+    }
     zero_device_progress(z);
 }
 
@@ -417,12 +519,20 @@ static void zero_set_unit_params(ZeroEngine* z, int unit, const float* unit_buf)
     zero_device_synchronize(z, "setting parameters"); // no collective is still reading or writing them
     size_t begin, end;
     zero_update_range(z, unit, &begin, &end);
-    float* master = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset;
-    CUDA_CHECK(cudaMemcpyAsync(master, unit_buf + begin, (end - begin) * sizeof(float), cudaMemcpyHostToDevice, z->compute));
+    if (zero_offload_gpu_host_optimizer(z)) zero_offload_gpu_state_io(z, unit, ZERO_REGION_MASTER, (float*)unit_buf + begin, 1);
+    else {
+        float* master = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset;
+        CUDA_CHECK(cudaMemcpyAsync(master, unit_buf + begin, (end - begin) * sizeof(float), cudaMemcpyHostToDevice, z->compute));
+    }
     bf16* host_half;
     zero_host_staging(z, NULL, &host_half);
     size_t from = ZERO_STAGE == 3 ? (size_t)z->rank * u->shard_numel : 0, n = ZERO_STAGE == 3 ? u->shard_numel : u->padded_numel;
     for (size_t i = 0; i < n; i++) host_half[i] = __float2bfloat16(unit_buf[from + i]);
+    if (zero_offload_gpu_params_off(z)) { // -zp: it rests on the host or NVMe (stage 3: nothing gathered is kept)
+        zero_offload_gpu_params_io(z, unit, host_half, 1);
+        for (int i = 0; i < ZERO_WORKING_UNITS; i++) z->param_work[i].unit = -1;
+        return;
+    }
     bf16* params = ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset;
     CUDA_CHECK(cudaMemcpyAsync(params, host_half, n * sizeof(bf16), cudaMemcpyHostToDevice, z->compute));
     zero_stream_synchronize(z, z->compute, "setting parameters"); // host_half is reused
@@ -445,9 +555,25 @@ static void zero_params_round_as_step(ZeroEngine* z, int t) {
         const ParamUnit* u = &layout->units[unit];
         size_t begin, end;
         zero_update_range(z, unit, &begin, &end);
-        bf16* p = ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset + begin;
-        float* w = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset + begin;
-        params_from_master_stochastic_cuda(p, w, end - begin, seed, u->offset + begin, z->compute);
+        bf16* p = zero_offload_gpu_params_off(z) ? NULL : ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset + begin;
+        if (zero_offload_gpu_host_optimizer(z)) { // the master weights are on the host: round there, the same bits
+            float* host;
+            bf16* host_half;
+            zero_host_staging(z, &host, &host_half);
+            zero_offload_gpu_state_io(z, unit, ZERO_REGION_MASTER, host, 0);
+            for (size_t i = 0; i < end - begin; i++) {
+                uint16_t b = adamw_round_param_host(host[i], seed, u->offset + begin + i);
+                memcpy((void*)&host_half[i], &b, sizeof(b));
+            }
+            if (p == NULL) zero_offload_gpu_params_io(z, unit, host_half, 1);
+            else {
+                CUDA_CHECK(cudaMemcpyAsync(p, host_half, (end - begin) * sizeof(bf16), cudaMemcpyHostToDevice, z->compute));
+                zero_stream_synchronize(z, z->compute, "rounding parameters"); // host_half is reused
+            }
+        } else {
+            float* w = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset + begin;
+            params_from_master_stochastic_cuda(p, w, end - begin, seed, u->offset + begin, z->compute);
+        }
         if (ZERO_STAGE == 1 || ZERO_STAGE == 2) {
             zero_stream_after(z->comm, z->compute, z->compute_mark);
             zero_device_collective(z, &z->param_ops[unit], ZERO_OP_ALL_GATHER, NULL, z->params + u->offset, u->padded_numel,
@@ -473,8 +599,9 @@ static void zero_get_full_params(ZeroEngine* z, float* full) {
     zero_host_staging(z, &host, NULL);
     for (int unit = 0; unit < layout->num_units; unit++) {
         const ParamUnit* u = &layout->units[unit];
-        CUDA_CHECK(cudaMemcpy(host, zero_owned(z, z->master, ZERO_BUF_MASTER, unit), u->shard_numel * sizeof(float),
-                              cudaMemcpyDeviceToHost));
+        if (zero_offload_gpu_host_optimizer(z)) zero_offload_gpu_state_io(z, unit, ZERO_REGION_MASTER, host, 0);
+        else CUDA_CHECK(cudaMemcpy(host, zero_owned(z, z->master, ZERO_BUF_MASTER, unit), u->shard_numel * sizeof(float),
+                                   cudaMemcpyDeviceToHost));
         ZeroOp op = {.kind = ZERO_OP_NONE};
         zero_op_gather_to_rank0(z, &op, host, full ? full + u->offset : NULL, u->padded_numel, unit, "master weights (checkpoint)");
         zero_op_wait(z, &op);
@@ -488,6 +615,11 @@ static void zero_get_optimizer_shard(ZeroEngine* z, float* m_out, float* v_out) 
     for (int unit = 0; unit < z->layout->num_units; unit++) {
         const ParamUnit* u = &z->layout->units[unit];
         size_t dst = u->offset / (size_t)z->world_size;
+        if (zero_offload_gpu_host_optimizer(z)) {
+            zero_offload_gpu_state_io(z, unit, ZERO_REGION_M, m_out + dst, 0);
+            zero_offload_gpu_state_io(z, unit, ZERO_REGION_V, v_out + dst, 0);
+            continue;
+        }
         CUDA_CHECK(cudaMemcpy(m_out + dst, zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit), u->shard_numel * sizeof(float), cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaMemcpy(v_out + dst, zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit), u->shard_numel * sizeof(float), cudaMemcpyDeviceToHost));
     }
@@ -504,6 +636,11 @@ static void zero_set_optimizer_shard(ZeroEngine* z, const float* m_in, const flo
         size_t src = u->offset / (size_t)z->world_size;
         const float* in[2] = {m_in + src, v_in + src};
         float* state[2] = {z->m, z->v};
+        if (zero_offload_gpu_host_optimizer(z)) { // stages 1-3 only: the rank's slices
+            zero_offload_gpu_state_io(z, unit, ZERO_REGION_M, (float*)in[0], 1);
+            zero_offload_gpu_state_io(z, unit, ZERO_REGION_V, (float*)in[1], 1);
+            continue;
+        }
         for (int k = 0; k < 2; k++) {
             if (ZERO_STAGE == 0) {
                 ZeroOp op = {.kind = ZERO_OP_NONE};

@@ -27,6 +27,25 @@
 #include <signal.h>
 #include <unistd.h>
 
+// A file of this rank that must not outlive the job (the NVMe offload file, zero/offload.h, which
+// can be as large as the optimizer state): removed by zero_abort_all_ranks before MPI_Abort, by
+// the signal line below, and at exit; a normal end removes it itself first. "" when none.
+static char zero_fault_remove_path[4400];
+
+static void zero_faults_remove_files(void) {
+    if (zero_fault_remove_path[0] != '\0') unlink(zero_fault_remove_path);
+    zero_fault_remove_path[0] = '\0';
+}
+
+// Remove path (NULL: forget it) when the job ends under this rank, whichever way (but SIGKILL).
+static void zero_faults_remove_at_end(const char* path) {
+    static int registered = 0;
+    if (path == NULL) { zero_fault_remove_path[0] = '\0'; return; }
+    snprintf(zero_fault_remove_path, sizeof(zero_fault_remove_path), "%s", path);
+    if (!registered) atexit(zero_faults_remove_files);
+    registered = 1;
+}
+
 // Append text / a non-negative integer / seconds with one decimal to buf (signal-safe).
 static size_t zero_sig_text(char* buf, size_t at, size_t cap, const char* text) {
     while (text != NULL && *text && at + 1 < cap) buf[at++] = *text++;
@@ -73,6 +92,7 @@ static void zero_fault_signal(int sig) {
                                       "or it was interrupted)\n");
     ssize_t ignored = write(STDERR_FILENO, line, at);
     (void)ignored;
+    if (zero_fault_remove_path[0] != '\0') unlink(zero_fault_remove_path); // async-signal-safe
     _exit(1);
 }
 

@@ -11,11 +11,16 @@
  * divisible by N thanks to the padding):
  *   all-reduce 2n(N-1)/N (reduce-scatter then all-gather), reduce-scatter n(N-1)/N,
  *   all-gather n(N-1)/N (n = gathered size).
- * Per optimizer step with A micro-steps (Ψ = padded parameter count):
+ * Per optimizer step with A micro-steps (Ψ = padded parameter count, E = the padded units that
+ * hold the tied wte, zero_embedding_numel):
  *   stage 0, 1: 2Ψ(N-1)/N (reduction on the last micro-step only, then stage 1 all-gathers),
- *   stage 2: (A+1)Ψ(N-1)/N (reduce-scatter every micro-step, one all-gather),
- *   stage 3: 3AΨ(N-1)/N (two all-gathers and one reduce-scatter per micro-step),
- * i.e. DESIGN.md's 2Ψ(N-1)/N and 3Ψ(N-1)/N at A = 1. The two scalar all-reduces per step
+ *   stage 2: ((A+1)Ψ + AE)(N-1)/N (reduce-scatter every micro-step, wte's units twice: the LM
+ *            head's part of their gradient as soon as it is done, the encoder's at the end; one
+ *            all-gather),
+ *   stage 3: (3AΨ + 2AE)(N-1)/N (two all-gathers and one reduce-scatter per micro-step; wte's
+ *            units three all-gathers, encoder, LM head forward and backward, and two reduce-scatters),
+ * i.e. DESIGN.md's 2Ψ(N-1)/N and 3Ψ(N-1)/N at A = 1 plus the tied embedding's second pass: the
+ * price of never holding all of wte or its gradient in a working buffer. The two scalar all-reduces per step
  * (grad norm, carrying the GNS meter's local norm too; mean loss) and what MPI's own algorithms
  * actually move are not in that count.
  */
@@ -63,21 +68,42 @@ static inline size_t zero_tensor_overlap(const ParamTensor* t, size_t begin, siz
     return hi > lo ? hi - lo : 0;
 }
 
-// Largest padded unit other than the embedding: the size of a layer working buffer.
-static inline size_t zero_max_layer_unit_numel(const ParamLayout* layout) {
+// Largest padded unit of all (wte's vocab chunks included): the size of every working buffer
+// once wte is chunked (common/gpt2_config.h keeps a chunk about a layer unit's size).
+static inline size_t zero_max_unit_numel(const ParamLayout* layout) {
     size_t n = 0;
-    for (int u = 1; u < layout->num_units; u++)
+    for (int u = 0; u < layout->num_units; u++)
         if (layout->units[u].padded_numel > n) n = layout->units[u].padded_numel;
     return n;
 }
 
-// Working buffers a stage allocates, in elements: stage 2 keeps full-unit gradient buffers for
-// backward (one for the embedding unit, which wte's LM-head and embedding parts both write, and
-// two layer-sized ones so one unit's reduce-scatter overlaps the next unit's backward); stage 3
-// has the same for gathered parameters too. Stages 0 and 1 work in their full buffers.
-#define ZERO_WORKING_UNITS 3 // [0] embedding unit, [1] and [2] layer-sized (also the final unit)
+// E: the padded elements of the units that hold wte (its vocab chunks; unit 0 also holds wpe).
+// Stages 2 and 3 reduce-scatter these units twice per micro-step (the LM head's part of the tied
+// gradient, then the encoder's) and stage 3 gathers them three times (encoder, LM head forward,
+// LM head backward); the formulas below count it.
+static inline size_t zero_embedding_numel(const ParamLayout* layout) {
+    size_t n = 0;
+    for (int k = 0; k < layout->num_wte_units; k++) n += layout->units[wte_unit(layout, k)].padded_numel;
+    return n;
+}
+
+// The i-th unit in the order forward first uses them: wte's chunks (the encoder), the layers,
+// the final unit. The optimizer updates (and stages 1, 2 all-gather) in this order, so the next
+// forward finds the units it needs first ready first.
+static inline int zero_unit_in_use_order(const ParamLayout* layout, int i) {
+    int K = layout->num_wte_units;
+    return i < K ? wte_unit(layout, i) : i - K + 1;
+}
+
+/*
+ * Working buffers a stage allocates, in elements. Stage 2 keeps gradient working units for
+ * backward, stage 3 the same for gathered parameters too: three of the largest unit's size, so
+ * one unit's collective overlaps the next unit's compute with one to spare. Stages 0 and 1 work
+ * in their full buffers.
+ */
+#define ZERO_WORKING_UNITS 3
 static inline size_t zero_working_numel(const ParamLayout* layout, int stage) {
-    size_t one_set = layout->units[UNIT_EMBEDDING].padded_numel + 2 * zero_max_layer_unit_numel(layout);
+    size_t one_set = ZERO_WORKING_UNITS * zero_max_unit_numel(layout);
     if (stage == 2) return one_set;
     if (stage == 3) return 2 * one_set;
     return 0;
@@ -92,12 +118,21 @@ static inline size_t zero_grads_bytes(const ParamLayout* layout, int stage, int 
     return (stage <= 1 ? layout->padded_numel : 0) * 2 + n * sizeof(float);
 }
 
+// Bytes of the rows of wte's gradient that stages 2, 3 set aside while a chunk's LM-head part is
+// reduced (zero_reserve_kept_rows, counted in the working bytes): max_rows rows (B*T, one per
+// token of a micro-batch) of row_len = C elements; CPU fp32 with one int row index each, GPU
+// (has_master) bf16 on the device (the row indices are the model's encoder plan).
+static inline size_t zero_kept_rows_bytes(int stage, size_t max_rows, int row_len, int has_master) {
+    if (stage < 2) return 0;
+    if (has_master) return max_rows * (size_t)row_len * 2;
+    return max_rows * (size_t)row_len * sizeof(float) + max_rows * sizeof(int);
+}
+
 // Elements of the CPU rings' receive buffer (zero/comm_ring.h): one chunk of the largest unit
-// (the embedding or a layer) over world_size ranks; none on one rank.
+// (a layer or one of wte's vocab chunks) over world_size ranks; none on one rank.
 static inline size_t zero_ring_buffer_numel(const ParamLayout* layout, int world_size) {
     if (world_size <= 1) return 0;
-    size_t emb = layout->units[UNIT_EMBEDDING].padded_numel, layer = zero_max_layer_unit_numel(layout);
-    return (emb > layer ? emb : layer) / (size_t)world_size;
+    return zero_max_unit_numel(layout) / (size_t)world_size;
 }
 
 // DESIGN.md's memory rows for the fp32 CPU build (params + grads + Adam m, v; no master copy),
@@ -135,15 +170,17 @@ static inline long long zero_ring_all_reduce_elements(size_t n, int world_size) 
 static inline long long zero_ring_reduce_scatter_elements(size_t n, int world_size) { return (long long)(n / (size_t)world_size) * (world_size - 1); }
 static inline long long zero_ring_all_gather_elements(size_t n, int world_size) { return (long long)(n / (size_t)world_size) * (world_size - 1); }
 
-// Elements sent per rank per optimizer step with grad_accum_steps micro-steps (header comment).
-static inline long long zero_elements_sent_formula(int stage, size_t psi, int world_size, int grad_accum_steps) {
+// Elements sent per rank per optimizer step with grad_accum_steps micro-steps (header comment);
+// embedding_numel = E (zero_embedding_numel), 0 where wte is reduced once per micro-step.
+static inline long long zero_elements_sent_formula(int stage, size_t psi, int world_size, int grad_accum_steps, size_t embedding_numel) {
     long long per_pass = (long long)(psi / (size_t)world_size) * (world_size - 1); // Ψ(N-1)/N
+    long long emb_pass = (long long)(embedding_numel / (size_t)world_size) * (world_size - 1); // E(N-1)/N
     switch (stage) {
     case 0: case 1: return 2 * per_pass;
-    case 2: return (long long)(grad_accum_steps + 1) * per_pass;
-    default: return 3LL * grad_accum_steps * per_pass;
+    case 2: return (long long)(grad_accum_steps + 1) * per_pass + (long long)grad_accum_steps * emb_pass;
+    default: return 3LL * grad_accum_steps * per_pass + 2LL * grad_accum_steps * emb_pass;
     }
 }
-static const char* const zero_elements_sent_formula_text[4] = {"2Ψ(N-1)/N", "2Ψ(N-1)/N", "(A+1)Ψ(N-1)/N", "3AΨ(N-1)/N"};
+static const char* const zero_elements_sent_formula_text[4] = {"2Ψ(N-1)/N", "2Ψ(N-1)/N", "((A+1)Ψ+AE)(N-1)/N", "(3AΨ+2AE)(N-1)/N"};
 
 #endif // ZERO_LAYOUT_H

@@ -91,13 +91,20 @@ static void zero_step_begin(ZeroEngine* z, int step) {
     z->stall_count = 0; // waits timed outside a step (evaluation, sampling) are not this step's
     z->local_grad_norm_sq = 0.0;
     memset(z->grad_folds, 0, (size_t)z->layout->num_units * sizeof(int));
+    memset(z->grad_open, 0, (size_t)z->layout->num_units * sizeof(int));
+    z->d2h_bytes_step = z->h2d_bytes_step = 0; // -zo, -zp (zero/offload_gpu.cuh)
+    z->copy_wait_s_step = 0.0;
+    z->offload.io_wait_s_step = 0.0;
+    z->offload.read_at_step = zero_offload_bytes_read(z);
+    z->offload.written_at_step = zero_offload_bytes_written(z);
     CUDA_CHECK(cudaEventRecord(slot->begin, z->compute));
     CUDA_CHECK(cudaMemsetAsync(z->norm_device + 1, 0, sizeof(float), z->compute)); // the GNS local norm's sum
 }
 
 /*
  * Enqueue optimizer step t (from 1) with learning rate lr on the slices this rank owns (the CPU
- * engine's steps 1-5, on the compute stream; nothing here waits on the host):
+ * engine's steps 1-5, on the compute stream; nothing here waits on the host, except with -zo
+ * cpu|nvme, where step 4's AdamW runs on the host: zero_offload_gpu_step):
  *   1. the compute stream waits for the comm stream (every unit's reduction and fp32 addition).
  *      The step's exposed communication is the time the compute stream stood still in this and
  *      every other wait on the comm stream since the step began (zero_compute_wait)
@@ -141,8 +148,13 @@ static void zero_optimizer_step_async(ZeroEngine* z, const AdamWConfig* opt, flo
     // 4. Clip factor times 1/N, then AdamW.
     adamw_grad_scale_cuda(z->grad_scale_device, z->norm_device, opt->grad_clip, 1.0f / (float)N, z->compute);
     uint32_t seed = (uint32_t)splitmix64((uint64_t)t);
-    if ((ZERO_STAGE == 1 || ZERO_STAGE == 2) && N > 1) {
-        for (int unit = 0; unit < layout->num_units; unit++) {
+    if (zero_offload_gpu_host_optimizer(z)) {
+        // -zo cpu|nvme (zero/offload_gpu.cuh): AdamW on the host needs the gradient scale, so the
+        // host waits for it here (the offloaded step's one wait), then updates unit by unit.
+        zero_offload_gpu_step(z, opt, lr, t, seed);
+    } else if ((ZERO_STAGE == 1 || ZERO_STAGE == 2) && N > 1) {
+        for (int i = 0; i < layout->num_units; i++) { // in the order the next forward needs them (wte's chunks first)
+            int unit = zero_unit_in_use_order(layout, i);
             const ParamUnit* u = &layout->units[unit];
             int first = z->adamw_unit_chunks[unit], count = z->adamw_unit_chunks[unit + 1] - first;
             adamw_update_cuda(&z->adamw_plan, first, count, z->params, z->master, z->grads_fp32, z->m, z->v, lr, opt->beta1,

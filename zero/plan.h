@@ -76,25 +76,23 @@ static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const Pa
     if (quant_bw <= 0) { quant_bw = mem_bw; quant_how = "assumed: the element-wise memory rate"; }
     PlanPPFlags rows[5];
     int n = 0;
-    rows[n++] = (PlanPPFlags){1, 0, 0, f->qg_bits, 1, f->block}; // plain stage 3, through the same formulas
+    rows[n++] = (PlanPPFlags){1, 0, 0, f->qg_bits, 1, f->block, f->grad_block}; // plain stage 3, through the same formulas
     if (f->given) rows[n++] = *f;
     else {
-        rows[n++] = (PlanPPFlags){1, 1, 0, 4, 1, f->block};
-        if (node_groups) rows[n++] = (PlanPPFlags){1, 0, 0, 4, 0, f->block};
-        rows[n++] = (PlanPPFlags){1, 0, 1, 4, 1, f->block};
-        rows[n++] = (PlanPPFlags){1, 1, 1, 4, node_groups ? 0 : 1, f->block};
+        rows[n++] = (PlanPPFlags){1, 1, 0, 4, 1, f->block, f->grad_block};
+        if (node_groups) rows[n++] = (PlanPPFlags){1, 0, 0, 4, 0, f->block, f->grad_block};
+        rows[n++] = (PlanPPFlags){1, 0, 1, 4, 1, f->block, f->grad_block};
+        rows[n++] = (PlanPPFlags){1, 1, 1, 4, node_groups ? 0 : 1, f->block, f->grad_block};
     }
     char buf[8][32];
-    fprintf(out, "plan: ZeRO++ on stage 3 (zero/zeropp.h's formulas for this world, ranks placed node by node; block %d; "
-            "(de)quantize at %.1f GB/s, %s)%s\n", f->block, quant_bw / 1e9, quant_how,
-            pm->has_master ? "; this build runs qwZ only: its hpZ and qgZ rows are what they would send with bf16 values" : "");
+    fprintf(out, "plan: ZeRO++ on stage 3 (zero/zeropp.h's formulas for this world, ranks placed node by node; blocks: weights %d, "
+            "gradients %d elements; (de)quantize at %.1f GB/s, %s)\n", f->block, f->grad_block, quant_bw / 1e9, quant_how);
     fprintf(out, "%-22s | %-11s | %-10s | %-4s | %-10s | %-12s | %-11s | %9s | %9s | %9s | %9s | %9s | %10s | %6s\n", "zero++ (stage 3)",
             "extra mem", "total", "fits", "sent/rank", "across/rank0", "across/node", "compute", "quantize", "comm", "exposed", "step",
             "tokens/s", "MFU");
     for (int i = 0; i < n; i++) {
         PlanPP p;
-        if (plan_pp_init(&p, rows[i].qw, rows[i].qg, rows[i].qg_bits, rows[i].hp, rows[i].block, layout, net, m, rpn, e,
-                         pm->has_master, quant_bw) != 0) return -1;
+        if (plan_pp_init(&p, &rows[i], layout, net, m, rpn, e, pm->has_master, quant_bw) != 0) return -1;
         if (i == 0) snprintf(p.label, sizeof(p.label), "plain");
         size_t secondary, buffers;
         plan_pp_memory(&p, &secondary, &buffers);
@@ -106,8 +104,8 @@ static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const Pa
             events = (ZeroTraceEvent*)zero_calloc((size_t)capacity, sizeof(ZeroTraceEvent), "plan trace");
         }
         PlanStep st = plan_simulate(3, layout, net, tm, A, shard_add, mem_bw, &p, events, capacity, &count);
-        ZeroPPFormula fo = zero_pp_formula_of(layout, 3, N, A, &p.shape, e, -1);
-        long long formula = fo.forward + fo.backward + fo.gradients, within0, across0;
+        ZeroPPFormula fo = plan_pp_formula(&p, A, -1); // bytes
+        long long formula = (fo.forward + fo.backward + fo.gradients) / e, within0, across0; // elements of e bytes
         plan_pp_split(&p, A, 0, &within0, &across0);
         double node_across = net->nodes > 1 ? plan_pp_node_across(&p, A) : 0.0;
         double tps = tokens / st.step_s, mfu = tps * pm->flops_per_token / (m->peak_flops * N);
@@ -118,15 +116,15 @@ static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const Pa
                 p.label, plan_gib((double)(secondary + buffers), buf[0], 32), plan_gib((double)total, buf[1], 32), fits ? "yes" : "NO",
                 plan_gib((double)st.sent_elements * e, buf[2], 32), plan_gib((double)across0, buf[3], 32), across_node,
                 1e3 * st.compute_s, 1e3 * st.quantize_s, 1e3 * st.comm_s, 1e3 * st.exposed_s, 1e3 * st.step_s, tps, 100.0 * mfu);
-        fprintf(out, "plan_zeropp_json {\"label\":\"%s\",\"qw\":%d,\"hp\":%d,\"qg\":%d,\"qg_bits\":%d,\"block\":%d,\"group_size\":%d,"
+        fprintf(out, "plan_zeropp_json {\"label\":\"%s\",\"qw\":%d,\"hp\":%d,\"qg\":%d,\"qg_bits\":%d,\"block\":%d,\"grad_block\":%d,\"group_size\":%d,"
                 "\"num_groups\":%d,\"world_size\":%d,\"ranks_per_node\":%d,\"nodes\":%d,\"grad_accum_steps\":%d,\"element_bytes\":%d,"
                 "\"bytes_secondary\":%zu,\"bytes_buffers\":%zu,\"bytes_total\":%zu,\"fits\":%s,\"sent_elements\":%lld,"
                 "\"formula_bytes\":%lld,\"formula_forward_bytes\":%lld,\"formula_backward_bytes\":%lld,\"formula_gradient_bytes\":%lld,"
                 "\"rank0_within_bytes\":%lld,\"rank0_across_bytes\":%lld,\"node_across_bytes\":%.0f,\"quant_gbs\":%.3f,"
                 "\"compute_ms\":%.4f,\"quantize_ms\":%.4f,\"comm_ms\":%.4f,\"exposed_ms\":%.4f,\"step_ms\":%.4f,\"tokens_per_s\":%.2f,"
-                "\"mfu\":%.5f}\n", p.label, p.shape.qw, p.shape.hp, p.shape.qg, p.shape.qg_bits, p.shape.block, p.shape.group_size,
-                p.shape.num_groups, N, rpn, net->nodes, A, e, secondary, buffers, total, fits ? "true" : "false", st.sent_elements,
-                formula * e, fo.forward * e, fo.backward * e, fo.gradients * e, within0, across0, node_across, quant_bw / 1e9,
+                "\"mfu\":%.5f}\n", p.label, p.shape.qw, p.shape.hp, p.shape.qg, p.shape.qg_bits, p.shape.block, p.shape.grad_block,
+                p.shape.group_size, p.num_groups, N, rpn, net->nodes, A, e, secondary, buffers, total, fits ? "true" : "false", st.sent_elements,
+                formula * e, fo.forward, fo.backward, fo.gradients, within0, across0, node_across, quant_bw / 1e9,
                 1e3 * st.compute_s, 1e3 * st.quantize_s, 1e3 * st.comm_s, 1e3 * st.exposed_s, 1e3 * st.step_s, tps, mfu);
         if (st.sent_elements != formula)
             fprintf(out, "plan: warning: %s: the simulated schedule sends %lld elements, zero/zeropp.h's formula %lld\n", p.label,
@@ -144,7 +142,7 @@ static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const Pa
     fprintf(out, "plan: zero++: extra mem = hpZ's secondary shard + qwZ's packet and qgZ's staging buffers per rank; sent/rank = "
             "bytes per rank per step (the simulated schedule's, = the formula); across/rank0 = rank 0's bytes to other nodes; "
             "across/node = what each node's ranks send to other nodes; quantize = the compute side's (de)quantize time%s\n",
-            pm->has_master ? " (qwZ's runs on the comm stream, in comm)" : "");
+            pm->has_master ? " (this build's runs on the comm stream, in comm)" : "");
     return 0;
 }
 
@@ -186,8 +184,9 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     // Per rank the budget is the device's memory, or (CPU) the host's shared by its ranks.
     double budget = (m->cores > 0 ? m->memory / rpn : m->memory) - m->reserve;
     char buf[7][32];
-    fprintf(out, "plan: %s | L %d | C %d | NH %d | Vp %d | parameters %zu, Ψ = %zu padded for N = %d\n", init, L, cfg->channels,
-            cfg->num_heads, cfg->padded_vocab_size, layout.num_parameters, layout.padded_numel, N);
+    fprintf(out, "plan: %s | L %d | C %d | NH %d | Vp %d (wte in %d vocab-chunk units) | parameters %zu, Ψ = %zu padded for N = %d\n",
+            init, L, cfg->channels, cfg->num_heads, cfg->padded_vocab_size, layout.num_wte_units, layout.num_parameters,
+            layout.padded_numel, N);
     fprintf(out, "plan: batch B %d x T %d x %d ranks x %d micro-steps = %lld tokens per step | %s\n", pm->B, pm->T, N, A, tokens,
             pm->has_master ? "bf16 params and micro-step grads, fp32 accumulated grads, master, m, v (GPU build)" : "fp32 params, grads, m, v (CPU build)");
     fprintf(out, "plan: machine %s\n", m->name);
@@ -213,12 +212,14 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
         p->stage = stage;
         p->bytes = plan_stage_bytes(pm, &layout, stage);
         const PlanBytes* b = &p->bytes;
-        p->sent_formula = zero_elements_sent_formula(stage, layout.padded_numel, N, A);
+        p->sent_formula = zero_elements_sent_formula(stage, layout.padded_numel, N, A, zero_embedding_numel(&layout));
         double shard_add = !pm->has_master ? 3.0 * e : 0.0; // CPU: shard += reduced slice
         ZeroTraceEvent* events = NULL;
         int capacity = 0, count = 0;
         if (trace_path) {
-            capacity = 3 * A * (12 * layout.num_units + 16) + 64;
+            // three steps: per micro-step a compute span, <= 3 collectives and waits per unit (5 for
+            // a wte chunk); per step the optimizer's span, all-gather and wait per unit
+            capacity = 3 * (A * (12 * layout.num_units + 4 * layout.num_wte_units + 16) + 3 * layout.num_units) + 64;
             events = (ZeroTraceEvent*)zero_calloc((size_t)capacity, sizeof(ZeroTraceEvent), "plan trace");
         }
         p->step = plan_simulate(stage, &layout, &net, &tm, A, shard_add, mem_bw, NULL, events, capacity, &count);

@@ -35,8 +35,10 @@ static double plan_attention_product_flops(const PlanModel* pm) {
  * (backward 2x: input and weight gradients); layer GEMMs 24 BT C^2 forward. Element-wise bytes
  * (e = element_bytes): per layer forward 2 LayerNorms (read, write BT C), GELU (4 BT C in and
  * out), 2 residual adds (3 BT C), the attention output, and on the CPU the T x T probabilities
- * (written, read back); backward twice the forward's. LM head: the classifier reads and writes
- * the BT x Vp logits in forward and again in backward (CPU: softmax recomputed).
+ * (written, read back); backward twice the forward's. LM head (over wte's vocab chunks, the
+ * logits BT x R at a time; the whole LM head's work here, zero/plan_schedule.h splits it by
+ * rows): forward writes and the classifier reads the logits; backward recomputes them (2 BT C Vp
+ * more), the classifier reads them and writes dlogits in place.
  */
 static void plan_unit_costs(const PlanModel* pm, PlanCost* fwd, PlanCost* bwd, PlanCost* head_fwd, PlanCost* head_bwd) {
     const GPT2Config* c = pm->config;
@@ -57,8 +59,8 @@ static void plan_unit_costs(const PlanModel* pm, PlanCost* fwd, PlanCost* bwd, P
     bwd[L + 1].bytes = 4.0 * BT * C * e;
     head_fwd->flops = 2.0 * BT * C * Vp;
     head_fwd->bytes = 2.0 * BT * Vp * e;
-    head_bwd->flops = 4.0 * BT * C * Vp;
-    head_bwd->bytes = 2.0 * BT * Vp * e;
+    head_bwd->flops = 6.0 * BT * C * Vp;
+    head_bwd->bytes = 3.0 * BT * Vp * e;
 }
 
 /*

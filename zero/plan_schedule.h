@@ -3,13 +3,18 @@
  * (zero/engine_cpu.h, engine_gpu.cuh): one compute timeline and one communication link that
  * serves collectives one at a time in issue order (the GPU's comm stream; the CPU's queue of
  * rings). Per micro-step: forward unit by unit (stage 3: all-gather each unit, the next one
- * prefetched into one of two layer working units; stages 1, 2: wait for the all-gather the last
- * optimizer step started), the tied LM head, backward from the LM head to the embedding, each
- * unit's collective issued as backward finishes it (stages 0, 1 on the last micro-step only;
- * stages 2, 3 a reduce-scatter into one of two layer gradient working units, so backward waits
- * for the one two units back), then the optimizer: wait for every collective, average, norm (one
- * scalar all-reduce), AdamW on the owned slice unit by unit, stages 1, 2 all-gathering each unit
- * right after its update, and the loss all-reduce. Exposed communication is the time compute
+ * prefetched into one of the three working units; stages 1, 2: wait for the all-gather the last
+ * optimizer step started): the encoder over wte's K vocab-chunk units, the layers, the final
+ * LayerNorm, the tied LM head chunk by chunk (stage 3 gathers each chunk again); backward from
+ * the LM head, chunk by chunk, each chunk's LM-head gradient reduce-scattered right after it
+ * (stages 2, 3: zero_grads_unit_partly_ready), through the layers to the encoder, whose chunks
+ * are reduced a second time (stages 2, 3) or once (stages 0, 1, on the last micro-step only);
+ * each unit's collective issued as backward finishes it (stages 2, 3 into one of three gradient
+ * working units, so backward waits for the oldest when none is free), then the optimizer: wait
+ * for every collective, average, norm (one scalar all-reduce), AdamW on the owned slice unit by
+ * unit in the order forward uses them (wte's chunks first), stages 1, 2 all-gathering each unit
+ * right after its update, and the loss all-reduce. A chunk's encoder and LM-head work is the
+ * whole encoder's and LM head's times its share of wte's rows. Exposed communication is the time compute
  * waits. Three steps are simulated and the third reported (the all-gathers of one step run into
  * the next one's forward). Part of the ZeRO engine's planner (the map is in zero.cuh; the
  * overview in zero/plan.h). With ZeRO++ (a PlanPP, zero/plan_zeropp.h) the stage-3 gathers and the
@@ -94,10 +99,9 @@ static PlanSlot* plan_find(PlanSlot* w, int unit) {
     return NULL;
 }
 
-// zero_work_take's rule: the embedding unit has slot 0, every other unit the first free of 1, 2.
+// zero_work_take's rule: the first free working unit (all are the largest unit's size, wte being chunked).
 static PlanSlot* plan_take(PlanSim* s, PlanSlot* w, int unit) {
-    int first = unit == UNIT_EMBEDDING ? 0 : 1, last = unit == UNIT_EMBEDDING ? 0 : ZERO_WORKING_UNITS - 1;
-    for (int i = first; i <= last; i++) if (w[i].unit == -1) { w[i].unit = unit; w[i].age = ++s->clock; return &w[i]; }
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (w[i].unit == -1) { w[i].unit = unit; w[i].age = ++s->clock; return &w[i]; }
     return NULL;
 }
 
@@ -156,10 +160,42 @@ static void plan_grads(PlanSim* s, int unit) { // zero_grads_unit (stages 2, 3: 
     if (w != NULL) plan_grad_finish(s, w);
     if (plan_take(s, s->grad_work, unit) != NULL) return;
     PlanSlot* oldest = NULL;
-    int first = unit == UNIT_EMBEDDING ? 0 : 1, last = unit == UNIT_EMBEDDING ? 0 : ZERO_WORKING_UNITS - 1;
-    for (int i = first; i <= last; i++) if (oldest == NULL || s->grad_work[i].age < oldest->age) oldest = &s->grad_work[i];
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (oldest == NULL || s->grad_work[i].age < oldest->age) oldest = &s->grad_work[i];
     plan_grad_finish(s, oldest);
     plan_take(s, s->grad_work, unit);
+}
+
+/*
+ * Stages 2, 3: reduce-scatter `unit`'s gradient working unit (zero_grad_reduce): each unit once a
+ * micro-step as backward finishes it, a wte chunk twice (zero_grads_unit_partly_ready: its
+ * LM-head part right after the LM head's backward, its encoder rows at the end). ZeRO++ qgZ: two
+ * all-to-alls; the CPU build waits for each at once (the compute side stands still), the GPU
+ * build queues them on the comm stream behind backward, as the plain reduce-scatter.
+ */
+static void plan_grads_reduce(PlanSim* s, int unit) {
+    size_t n = plan_unit_numel(s, unit);
+    int N = s->net->N;
+    PlanSlot* w = plan_find(s->grad_work, unit);
+    if (N == 1) { plan_grad_finish(s, w); return; }
+    if (s->pp && s->pp->shape.qg) {
+        PlanPPReduce r = plan_pp_reduce(s->pp, unit);
+        int int4 = s->pp->shape.qg_bits == 4; // the engine's labels (zero_pp_grad_reduce_scatter)
+        const char* what[2] = {int4 ? "gradients (qgZ int4, within the group)" : "gradients (qgZ int8, within the group)",
+                               int4 ? "gradients (qgZ int4, across groups)" : "gradients (qgZ int8, across groups)"};
+        w->done = s->t;
+        for (int phase = 0; phase < 2; phase++) {
+            if (r.elements[phase] == 0) continue;
+            plan_quantize(s, unit, r.quantize_s[phase]);
+            w->done = plan_issue_what(s, ZERO_OP_ALL_TO_ALL, unit, r.link_s[phase], r.elements[phase], what[phase]);
+            if (!s->pp->gpu_build) { plan_wait(s, w->done, ZERO_OP_ALL_TO_ALL, unit); plan_quantize(s, unit, r.dequantize_s[phase]); }
+        }
+        return;
+    }
+    w->done = plan_issue(s, ZERO_OP_REDUCE_SCATTER, unit, plan_ring_seconds(s->net, n, N - 1, N - 1), zero_ring_reduce_scatter_elements(n, N));
+}
+
+static void plan_grads_partly_ready(PlanSim* s, int unit) {
+    if (s->stage >= 2) plan_grads_reduce(s, unit);
 }
 
 static void plan_grads_ready(PlanSim* s, int unit, int last_micro_step) { // zero_grads_unit_ready
@@ -171,26 +207,8 @@ static void plan_grads_ready(PlanSim* s, int unit, int last_micro_step) { // zer
     else if (s->stage == 1 && last_micro_step)
         s->grad_done[unit] = plan_issue(s, ZERO_OP_REDUCE_SCATTER, unit, plan_ring_seconds(s->net, n, N - 1, N - 1),
                                         zero_ring_reduce_scatter_elements(n, N));
-    else if (s->stage >= 2) {
-        PlanSlot* w = plan_find(s->grad_work, unit);
-        if (N == 1) { plan_grad_finish(s, w); return; }
-        if (s->pp && s->pp->shape.qg) { // ZeRO++ qgZ: two all-to-alls, each waited for at once
-            PlanPPReduce r = plan_pp_reduce(s->pp, unit);
-            int int4 = s->pp->shape.qg_bits == 4; // the engine's labels (zero_pp_grad_reduce_scatter)
-            const char* what[2] = {int4 ? "gradients (qgZ int4, within the group)" : "gradients (qgZ int8, within the group)",
-                                   int4 ? "gradients (qgZ int4, across groups)" : "gradients (qgZ int8, across groups)"};
-            for (int phase = 0; phase < 2; phase++) {
-                if (r.elements[phase] == 0) continue;
-                plan_quantize(s, unit, r.quantize_s[phase]);
-                plan_wait(s, plan_issue_what(s, ZERO_OP_ALL_TO_ALL, unit, r.link_s[phase], r.elements[phase], what[phase]), ZERO_OP_ALL_TO_ALL, unit);
-                plan_quantize(s, unit, r.dequantize_s[phase]);
-            }
-            w->done = s->t;
-            return;
-        }
-        w->done = plan_issue(s, ZERO_OP_REDUCE_SCATTER, unit, plan_ring_seconds(s->net, n, N - 1, N - 1),
-                             zero_ring_reduce_scatter_elements(n, N));
-    }
+    else if (s->stage >= 2)
+        plan_grads_reduce(s, unit);
 }
 
 typedef struct {
@@ -204,33 +222,53 @@ typedef struct {
     double scalar_s;
 } PlanTimes;
 
-// One step of the simulated schedule (the engine's calls in the model's order).
+// Wte's vocab chunk k's share of the vocabulary rows (its part of the encoder's and LM head's work).
+static double plan_wte_share(const ParamLayout* layout, int k) {
+    return (double)layout->tensors[wte_piece_index(layout, k)].shape[0] / (double)layout->config.padded_vocab_size;
+}
+
+// One step of the simulated schedule (the engine's calls in the model's order: train_gpt2.c's
+// gpt2_forward and gpt2_backward, the same in train_gpt2.cu).
 static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* compute_s) {
-    int L = s->L, final_unit = L + 1, N = s->net->N;
+    const ParamLayout* layout = s->layout;
+    int L = s->L, final_unit = L + 1, N = s->net->N, K = layout->num_wte_units;
     double busy = 0.0;
 #define PLAN_RUN(phase, unit, seconds) do { plan_compute(s, phase, unit, seconds); busy += (seconds); } while (0)
     for (int micro = 0; micro < A; micro++) {
         int last = micro == A - 1;
-        s->backward = 0;
-        // forward
-        plan_params(s, UNIT_EMBEDDING); plan_prefetch(s, 1);
-        PLAN_RUN(ZERO_TRACE_FORWARD, UNIT_EMBEDDING, tm->fwd[0]);
-        plan_params_done(s, UNIT_EMBEDDING);
+        s->backward = 0; // zero_pp_pass(z, 0)
+        // forward: the encoder chunk by chunk, the layers, the final LayerNorm, the LM head chunk by chunk
+        for (int k = 0; k < K; k++) {
+            int u = wte_unit(layout, k);
+            plan_params(s, u); plan_prefetch(s, k + 1 < K ? wte_unit(layout, k + 1) : 1);
+            PLAN_RUN(ZERO_TRACE_FORWARD, u, tm->fwd[0] * plan_wte_share(layout, k));
+            plan_params_done(s, u);
+        }
         for (int l = 1; l <= L; l++) {
             plan_params(s, l); plan_prefetch(s, l + 1 <= L ? l + 1 : final_unit);
             PLAN_RUN(ZERO_TRACE_FORWARD, l, tm->fwd[l]);
             plan_params_done(s, l);
         }
-        plan_params(s, final_unit); plan_prefetch(s, UNIT_EMBEDDING);
+        plan_params(s, final_unit); plan_prefetch(s, wte_unit(layout, 0));
         PLAN_RUN(ZERO_TRACE_FORWARD, final_unit, tm->fwd[final_unit]);
         plan_params_done(s, final_unit);
-        plan_params(s, UNIT_EMBEDDING);
-        PLAN_RUN(ZERO_TRACE_FORWARD, ZERO_TRACE_LM_HEAD, tm->head_fwd); // wte kept for backward
-        // backward
-        s->backward = 1; // zero_pp_pass(z, 1): the gathers from here on serve backward
-        plan_params(s, UNIT_EMBEDDING); plan_prefetch(s, final_unit); plan_grads(s, UNIT_EMBEDDING);
-        PLAN_RUN(ZERO_TRACE_BACKWARD, ZERO_TRACE_LM_HEAD, tm->head_bwd);
-        plan_params_done(s, UNIT_EMBEDDING);
+        for (int k = 0; k < K; k++) {
+            int u = wte_unit(layout, k);
+            plan_params(s, u);
+            if (k + 1 == K) s->backward = 1; // zero_pp_pass(z, 1): this prefetch serves backward's LM head
+            plan_prefetch(s, k + 1 < K ? wte_unit(layout, k + 1) : wte_unit(layout, 0)); // backward's first
+            PLAN_RUN(ZERO_TRACE_FORWARD, zero_trace_lm_head(k), tm->head_fwd * plan_wte_share(layout, k));
+            plan_params_done(s, u);
+        }
+        // backward: the LM head chunk by chunk, each chunk's LM-head gradient reduced right after it
+        s->backward = 1;
+        for (int k = 0; k < K; k++) {
+            int u = wte_unit(layout, k);
+            plan_params(s, u); plan_prefetch(s, k + 1 < K ? wte_unit(layout, k + 1) : final_unit); plan_grads(s, u);
+            PLAN_RUN(ZERO_TRACE_BACKWARD, zero_trace_lm_head(k), tm->head_bwd * plan_wte_share(layout, k));
+            plan_params_done(s, u);
+            plan_grads_partly_ready(s, u);
+        }
         plan_params(s, final_unit); plan_prefetch(s, L); plan_grads(s, final_unit);
         PLAN_RUN(ZERO_TRACE_BACKWARD, final_unit, tm->bwd[final_unit]);
         plan_params_done(s, final_unit);
@@ -243,8 +281,12 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
             plan_params_done(s, l);
             plan_grads_ready(s, l, last);
         }
-        PLAN_RUN(ZERO_TRACE_BACKWARD, UNIT_EMBEDDING, tm->bwd[0]);
-        plan_grads_ready(s, UNIT_EMBEDDING, last);
+        for (int k = 0; k < K; k++) { // the encoder: each chunk's second part (stages 2, 3), or its only reduction
+            int u = wte_unit(layout, k);
+            plan_grads(s, u);
+            PLAN_RUN(ZERO_TRACE_BACKWARD, u, tm->bwd[0] * plan_wte_share(layout, k));
+            plan_grads_ready(s, u, last);
+        }
     }
     // optimizer (zero_optimizer_step)
     for (int u = s->num_units - 1; s->stage <= 1 && u >= 0; u--) plan_wait(s, s->grad_done[u], s->stage == 0 ? ZERO_OP_ALL_REDUCE : ZERO_OP_REDUCE_SCATTER, u);
@@ -260,7 +302,8 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
     if (s->stage == 3)
         for (int i = 0; i < ZERO_WORKING_UNITS; i++) { if (s->param_work[i].unit != -1) plan_wait(s, s->param_work[i].done, ZERO_OP_ALL_GATHER, s->param_work[i].unit); s->param_work[i].unit = -1; }
     plan_wait(s, s->t + tm->scalar_s, ZERO_OP_SCALAR_ALL_REDUCE, -1); // grad norm
-    for (int u = 0; u < s->num_units; u++) {
+    for (int i = 0; i < s->num_units; i++) {
+        int u = zero_unit_in_use_order(layout, i);
         const ParamUnit* pu = &s->layout->units[u];
         size_t owned = s->stage == 0 ? pu->padded_numel : pu->shard_numel;
         PLAN_RUN(ZERO_TRACE_OPTIMIZER, u, (double)owned * tm->optimizer_per_element);

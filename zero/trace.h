@@ -6,8 +6,9 @@
  *
  * Each rank writes its own file (FILE with ".json" replaced by ".rank<R>.json"), pid = rank:
  *   tid 0 "compute"        a span per step; inside it one span per unit and phase (forward and
- *                          backward of the embedding, each layer, the final LayerNorm and the
- *                          tied LM head; the optimizer); inside those, every wait the compute
+ *                          backward of each of wte's K vocab-chunk units in the encoder, the first
+ *                          holding wpe too, each layer, the final LayerNorm, and the tied LM head
+ *                          chunk by chunk; the optimizer); inside those, every wait the compute
  *                          side spends on a collective (cat "wait": the exposed communication)
  *   tid 1 "communication"  each collective from its start to its completion: kind, unit,
  *                          elements and bytes (the ring count of zero/layout.h), issue time;
@@ -55,13 +56,16 @@ static void zero_barrier(ZeroEngine* z, const char* what); // zero/comm_mpi.h
 
 typedef enum { ZERO_TRACE_FORWARD, ZERO_TRACE_BACKWARD, ZERO_TRACE_OPTIMIZER } ZeroTracePhase;
 static const char* const zero_trace_phase_names[] = {"forward", "backward", "optimizer"};
-#define ZERO_TRACE_LM_HEAD (-2) // the unit argument for the tied LM head (the embedding unit's second use)
+// The unit argument for the tied LM head over wte's vocab chunk k (that chunk unit's second use):
+// ZERO_TRACE_LM_HEAD - k, so chunk 0's is ZERO_TRACE_LM_HEAD and every LM-head span is <= it.
+#define ZERO_TRACE_LM_HEAD (-2)
+static inline int zero_trace_lm_head(int k) { return ZERO_TRACE_LM_HEAD - k; }
 
 typedef enum { ZERO_TRACE_EV_STEP, ZERO_TRACE_EV_COMPUTE, ZERO_TRACE_EV_WAIT, ZERO_TRACE_EV_COMM } ZeroTraceEventKind;
 
 typedef struct {
     int kind;          // ZeroTraceEventKind
-    int phase, unit;   // compute: ZeroTracePhase and unit (ZERO_TRACE_LM_HEAD for the LM head)
+    int phase, unit;   // compute: ZeroTracePhase and unit (zero_trace_lm_head(k): the LM head on chunk k)
     int op_kind;       // wait, comm: ZeroOpKind (wait: ZERO_OP_NONE when it waits for every collective)
     int step, micro_step;
     long long elements; // comm: ring count sent by this rank (ZeRO++: its own count, zero/zeropp.h)
@@ -168,9 +172,10 @@ static void zero_trace_open(ZeroEngine* z, const char* path, int first_step, int
     t->in_flight_capacity = 4 * z->layout->num_units + 16;
     t->in_flight = (ZeroTraceInFlight*)zero_calloc((size_t)t->in_flight_capacity, sizeof(ZeroTraceInFlight), "trace");
 #if ZERO_GPU_BUILD
-    // Per micro-step: about 2L+6 compute marks, 2 events per collective (<= 3 per unit) and
-    // per wait (<= 3 per unit); +1 step for the previous step's all-gathers still in flight.
-    long long per_micro = 16LL * z->layout->num_units + 32;
+    // Per micro-step: about 2(L+1+2K) compute marks (K: wte's chunks, in the encoder and the LM
+    // head), 2 events per collective and per wait (<= 3 each per unit, 5 for a wte chunk: three
+    // gathers, two reduce-scatters); +1 step for the previous step's all-gathers still in flight.
+    long long per_micro = 16LL * z->layout->num_units + 8LL * z->layout->num_wte_units + 32;
     long long want = per_micro * grad_accum_steps * (last_step - first_step + 2);
     t->pool_capacity = (int)(want < 65536 ? want : 65536);
     t->pool = (cudaEvent_t*)zero_calloc((size_t)t->pool_capacity, sizeof(cudaEvent_t), "trace events");
@@ -242,9 +247,9 @@ static int zero_trace_close_compute_now(ZeroEngine* z, double* now) {
 }
 
 /*
- * The model starts `phase` of `unit` (forward and backward of each unit, ZERO_TRACE_LM_HEAD for
- * the tied LM head; the engine's optimizer): the span before it ends here. The forward of the
- * embedding unit starts a micro-step.
+ * The model starts `phase` of `unit` (forward and backward of each unit, zero_trace_lm_head(k)
+ * for the tied LM head on wte's chunk k; the engine's optimizer): the span before it ends here.
+ * The forward of the embedding unit (wte's first chunk, with wpe) starts a micro-step.
  */
 static void zero_trace_compute(ZeroEngine* z, ZeroTracePhase phase, int unit) {
     ZeroTrace* t = &zero_trace;
@@ -409,10 +414,13 @@ static void zero_trace_device_wait_end(ZeroEngine* z, int begin_ev) {
 // ---- writing ----
 
 static void zero_trace_unit_label(const ParamLayout* layout, int unit, char* buf, size_t cap) {
-    if (unit == ZERO_TRACE_LM_HEAD) snprintf(buf, cap, "lm head");
+    int final_unit = UNIT_FINAL(&layout->config);
+    if (unit <= ZERO_TRACE_LM_HEAD && layout->num_wte_units == 1) snprintf(buf, cap, "lm head");
+    else if (unit <= ZERO_TRACE_LM_HEAD) snprintf(buf, cap, "lm head %d", ZERO_TRACE_LM_HEAD - unit);
     else if (unit < 0) snprintf(buf, cap, "-");
     else if (unit == UNIT_EMBEDDING) snprintf(buf, cap, "embedding");
-    else if (unit == UNIT_FINAL(&layout->config)) snprintf(buf, cap, "final");
+    else if (unit == final_unit) snprintf(buf, cap, "final");
+    else if (unit > final_unit) snprintf(buf, cap, "wte %d", unit - final_unit); // wte's vocab chunk k = unit - L - 1
     else snprintf(buf, cap, "layer %d", unit - 1);
 }
 

@@ -23,6 +23,7 @@ static void zero_update_range(const ZeroEngine* z, int unit, size_t* begin, size
 
 // Pointers to this rank's slice of a unit in each stored buffer.
 static float* zero_owned(const ZeroEngine* z, float* buffer, ZeroBuffer which, int unit) {
+    if (buffer == NULL) return NULL; // placed on NVMe (zero/offload.h)
     return buffer + zero_owned_offset(z->layout, ZERO_STAGE, which, z->rank, unit);
 }
 
@@ -33,9 +34,17 @@ static ZeroWorkingUnit* zero_work_find(ZeroWorkingUnit* work, int unit) {
     return NULL;
 }
 
-// A free working unit for `unit` (the embedding unit has its own), or NULL if none is free.
+// The working units `unit` may use: any (all are of the largest unit's size, wte being chunked).
+static void zero_work_slots(int unit, int* first, int* last) {
+    (void)unit;
+    *first = 0;
+    *last = ZERO_WORKING_UNITS - 1;
+}
+
+// A free working unit for `unit`, or NULL if none is free.
 static ZeroWorkingUnit* zero_work_take(ZeroEngine* z, ZeroWorkingUnit* work, int unit) {
-    int first = unit == UNIT_EMBEDDING ? 0 : 1, last = unit == UNIT_EMBEDDING ? 0 : ZERO_WORKING_UNITS - 1;
+    int first, last;
+    zero_work_slots(unit, &first, &last);
     for (int i = first; i <= last; i++) {
         if (work[i].unit == -1) {
             work[i].unit = unit;
@@ -65,9 +74,9 @@ static ZeroWorkingUnit* zero_param_work_get(ZeroEngine* z, int unit) {
 
 /*
  * Stages 2, 3: the working unit backward will accumulate `unit`'s gradients into. If the unit
- * is still being reduced from the previous micro-step (the embedding unit is the last one
- * backward finishes and the first it starts), that reduce-scatter is finished first; when no
- * working unit is free, the oldest one's is. The caller zeroes the returned buffer.
+ * is still being reduced (a wte unit: its LM-head part, or the previous micro-step's), that
+ * reduce-scatter is finished first; when no working unit is free, the oldest one's is. The
+ * caller zeroes the returned buffer.
  */
 static ZeroWorkingUnit* zero_grad_work_acquire(ZeroEngine* z, int unit) {
     ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
@@ -75,7 +84,8 @@ static ZeroWorkingUnit* zero_grad_work_acquire(ZeroEngine* z, int unit) {
     w = zero_work_take(z, z->grad_work, unit);
     if (w == NULL) {
         ZeroWorkingUnit* oldest = NULL;
-        int first = unit == UNIT_EMBEDDING ? 0 : 1, last = unit == UNIT_EMBEDDING ? 0 : ZERO_WORKING_UNITS - 1;
+        int first, last;
+        zero_work_slots(unit, &first, &last);
         for (int i = first; i <= last; i++)
             if (oldest == NULL || z->grad_work[i].age < oldest->age) oldest = &z->grad_work[i];
         zero_grad_work_finish(z, oldest);

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
     }
     blas_print_report(stdout);
     GPT2 model;
-    gpt2_build(&model, depth, B, T, 42, 0, 1);
+    gpt2_build(&model, depth, B, T, 42, 0, 1, NULL);
     const GPT2Config* c = &model.config;
     int* tokens = (int*)malloc(sizeof(int) * (size_t)(B * T + 1));
     Rng rng;

@@ -20,11 +20,20 @@
  * all-reduce) and sum only.
  * Each communicator is an MPI_Comm_dup of MPI_COMM_WORLD (its collectives never match the
  * host's MPI calls); nonblocking MPI collectives, so a rank waiting on one keeps progressing.
+ * ncclCommSplit is MPI_Comm_split of the parent's (NCCL_SPLIT_NOCOLOR: no communicator, NULL).
+ * Point-to-point (ZeRO++'s all-to-alls, zero/zeropp_gpu.cuh): ncclSend / ncclRecv are
+ * MPI_Isend / MPI_Irecv issued at the call (NCCL starts a group's operations at ncclGroupEnd;
+ * MPI's nonblocking calls progress together either way, and messages between two ranks on one
+ * communicator match in order, as NCCL's do), queued on the stream like a collective: a send's
+ * buffer must stay unchanged until it completes, a receive's is poisoned until then. Types
+ * ncclInt8, ncclUint8, ncclBfloat16, ncclFloat32 (bytes, moved unchanged). ncclGroupStart /
+ * ncclGroupEnd only check their nesting.
  */
 #ifndef EMU_NCCL_H
 #define EMU_NCCL_H
 
 #include <algorithm>
+#include <climits>
 #include <memory>
 #include <mpi.h>
 #include <nccl.h>
@@ -87,6 +96,26 @@ static ncclResult_t nccl_check_common(const char* call, ncclDataType_t type, ncc
     return ncclSuccess;
 }
 
+// Bytes of one element of the types point-to-point calls move unchanged; 0: not modelled.
+static size_t nccl_p2p_elem_bytes(ncclDataType_t type) {
+    switch (type) {
+    case ncclInt8: case ncclUint8: return 1;
+    case ncclBfloat16: return 2;
+    case ncclFloat32: return 4;
+    default: return 0;
+    }
+}
+
+static int nccl_group_depth = 0; // ncclGroupStart minus ncclGroupEnd calls so far
+
+static ncclResult_t nccl_check_p2p(const char* call, ncclDataType_t type, int peer, ncclComm_t comm, size_t* elem) {
+    if (comm == NULL) return nccl_fail(call, "NULL communicator");
+    *elem = nccl_p2p_elem_bytes(type);
+    if (*elem == 0) return nccl_fail(call, "only ncclInt8, ncclUint8, ncclBfloat16 and ncclFloat32 are modelled");
+    if (peer < 0 || peer >= comm->nranks) return nccl_fail(call, "peer outside the communicator");
+    return ncclSuccess;
+}
+
 } // namespace emu
 
 extern "C" {
@@ -121,6 +150,88 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
     c->rank = rank;
     c->nranks = nranks;
     *comm = c;
+    return ncclSuccess;
+}
+
+// The ranks of `comm` that pass the same color form a new communicator, ranked by key (then by
+// their rank in comm); collective over comm, as NCCL's (NCCL docs, "ncclCommSplit"). config is
+// not read (NULL: the parent's, as NCCL allows).
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+    (void)config;
+    if (comm == NULL || newcomm == NULL) return emu::nccl_fail("ncclCommSplit", "NULL communicator");
+    if (color < 0 && color != NCCL_SPLIT_NOCOLOR) return emu::nccl_fail("ncclCommSplit", "negative color other than NCCL_SPLIT_NOCOLOR");
+    cudaDeviceSynchronize(); // the parent's queued work first: the split is a blocking call
+    MPI_Comm split;
+    MPI_Comm_split(comm->comm, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &split);
+    if (split == MPI_COMM_NULL) { *newcomm = NULL; return ncclSuccess; }
+    ncclComm* c = new ncclComm();
+    c->comm = split;
+    MPI_Comm_rank(split, &c->rank);
+    MPI_Comm_size(split, &c->nranks);
+    *newcomm = c;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+    if (comm == NULL) return emu::nccl_fail("ncclCommCount", "NULL communicator");
+    *count = comm->nranks;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+    if (comm == NULL) return emu::nccl_fail("ncclCommUserRank", "NULL communicator");
+    *rank = comm->rank;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart() {
+    emu::nccl_group_depth++;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+    if (emu::nccl_group_depth == 0) return emu::nccl_fail("ncclGroupEnd", "without a matching ncclGroupStart");
+    emu::nccl_group_depth--;
+    return ncclSuccess;
+}
+
+// count elements of sendbuff to rank `peer` of comm: read at the call (a snapshot, after its
+// producers on this stream), and, as a collective's input, checked unchanged at completion.
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+    const char* call = "ncclSend";
+    size_t elem = 0;
+    ncclResult_t r = emu::nccl_check_p2p(call, datatype, peer, comm, &elem);
+    if (r != ncclSuccess) return r;
+    size_t bytes = count * elem;
+    if (bytes > (size_t)INT_MAX) return emu::nccl_fail(call, "more than INT_MAX bytes (one MPI message here)");
+    if (!emu::nccl_device_range(sendbuff, bytes)) return emu::nccl_fail(call, "the buffer is not inside one cudaMalloc allocation");
+    emu::stream_settle_for_input(stream, sendbuff, bytes); // its producers on this stream have run
+    auto snapshot = std::make_shared<std::vector<unsigned char>>((const unsigned char*)sendbuff, (const unsigned char*)sendbuff + bytes);
+    MPI_Request request;
+    MPI_Isend(snapshot->data(), (int)bytes, MPI_BYTE, peer, 0, comm->comm, &request);
+    // no output: the whole buffer is input, which must be unchanged at completion
+    emu::nccl_enqueue(call, stream, request, [snapshot]() {}, sendbuff, bytes, (void*)sendbuff, 0);
+    return ncclSuccess;
+}
+
+// count elements from rank `peer` of comm into recvbuff, there once the stream passes it.
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm, cudaStream_t stream) {
+    const char* call = "ncclRecv";
+    size_t elem = 0;
+    ncclResult_t r = emu::nccl_check_p2p(call, datatype, peer, comm, &elem);
+    if (r != ncclSuccess) return r;
+    size_t bytes = count * elem;
+    if (bytes > (size_t)INT_MAX) return emu::nccl_fail(call, "more than INT_MAX bytes (one MPI message here)");
+    if (!emu::nccl_device_range(recvbuff, bytes)) return emu::nccl_fail(call, "the buffer is not inside one cudaMalloc allocation");
+    // Earlier work on this stream that reads or writes the buffer runs before it is poisoned
+    // (now); the message lands in a host copy, written into the buffer at completion.
+    emu::stream_settle_for_input(stream, recvbuff, bytes);
+    auto landing = std::make_shared<std::vector<unsigned char>>(bytes);
+    MPI_Request request;
+    MPI_Irecv(landing->data(), (int)bytes, MPI_BYTE, peer, 0, comm->comm, &request);
+    emu::nccl_enqueue(call, stream, request, [landing, recvbuff, bytes]() { memcpy(recvbuff, landing->data(), bytes); },
+                      recvbuff, 0, recvbuff, bytes);
     return ncclSuccess;
 }
 

@@ -16,7 +16,9 @@
  * Streams (emu_runtime.h, nccl_emu.h, one MPI rank): a collective's output is there after an
  * event wait, and not there (poison) for a kernel that skipped the wait, even where the old
  * contents equal the result; a kernel queued behind a collective on its stream runs only when
- * waited for; overwriting a collective's input while it is in flight stops the program. With
+ * waited for; overwriting a collective's input while it is in flight stops the program.
+ * ncclCommSplit, grouped ncclSend/ncclRecv (to itself) and an all-gather on the split
+ * communicator: the same rules, and overwriting a send's buffer in flight stops too. With
  * EMU_LAZY=1 (kernels queued until something waits), a collective whose stream did not wait for
  * the kernel producing its input reads stale input; with the wait it reads the kernel's values.
  * Negative cases that stop the program run in a forked child; the parent checks the exit code
@@ -408,6 +410,89 @@ static void case_collective_input_overwritten(void) {
     CUDA_CHECK(cudaStreamSynchronize(comm));
 }
 
+__global__ void copy_bytes_kernel(uint8_t* out, const uint8_t* in, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i];
+}
+
+/*
+ * ncclCommSplit and grouped ncclSend/ncclRecv (ZeRO++'s all-to-alls): a split of the one-rank
+ * communicator has one rank, NCCL_SPLIT_NOCOLOR gives none; n bytes sent to itself on the split
+ * arrive for a kernel that waited for the receive's event and not (poison, though the buffer
+ * held the same bytes before) for one that did not; an all-gather runs on the split too.
+ */
+static void test_split_send_recv(ncclComm_t nccl) {
+    const int n = 100;
+    uint8_t host[n], got[n];
+    for (int i = 0; i < n; i++) host[i] = (uint8_t)(i * 7 + 1);
+    ncclComm_t split = NULL, none = nccl; // none: must come back NULL
+    NCCL_CHECK(ncclCommSplit(nccl, 3, 0, &split, NULL));
+    NCCL_CHECK(ncclCommSplit(nccl, NCCL_SPLIT_NOCOLOR, 0, &none, NULL));
+    int count = 0, rank = -1;
+    NCCL_CHECK(ncclCommCount(split, &count));
+    NCCL_CHECK(ncclCommUserRank(split, &rank));
+    check("comm_split_one_rank", count == 1 && rank == 0 && none == NULL, "wrong size or rank, or NOCOLOR gave a communicator");
+    uint8_t *send, *recv, *out;
+    CUDA_CHECK(cudaMalloc(&send, n));
+    CUDA_CHECK(cudaMalloc(&recv, n));
+    CUDA_CHECK(cudaMalloc(&out, n));
+    CUDA_CHECK(cudaMemcpy(send, host, n, cudaMemcpyHostToDevice));
+    int ok[2] = {0, 0};
+    for (int wait = 0; wait < 2; wait++) {
+        CUDA_CHECK(cudaMemcpy(recv, host, n, cudaMemcpyHostToDevice)); // the old contents equal the message
+        cudaStream_t comm = new_stream(), compute = new_stream();
+        cudaEvent_t done;
+        CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+        NCCL_CHECK(ncclGroupStart());
+        NCCL_CHECK(ncclSend(send, n, ncclUint8, 0, split, comm));
+        NCCL_CHECK(ncclRecv(recv, n, ncclUint8, 0, split, comm));
+        NCCL_CHECK(ncclGroupEnd());
+        CUDA_CHECK(cudaEventRecord(done, comm));
+        if (wait) CUDA_CHECK(cudaStreamWaitEvent(compute, done, 0));
+        copy_bytes_kernel<<<1, n, 0, compute>>>(out, recv, n);
+        CUDA_CHECK_LAUNCH();
+        CUDA_CHECK(cudaStreamSynchronize(compute));
+        CUDA_CHECK(cudaMemcpy(got, out, n, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaStreamSynchronize(comm));
+        ok[wait] = memcmp(got, host, n) == 0;
+    }
+    check("send_recv_output_after_event_wait", ok[1], "wrong bytes after waiting for the receive");
+    check("send_recv_missing_wait_shows", !ok[0], "a kernel that skipped the wait saw the received bytes");
+    bf16 values[8], gathered[8];
+    for (int i = 0; i < 8; i++) values[i] = __float2bfloat16((float)i);
+    bf16 *a, *b;
+    CUDA_CHECK(cudaMalloc(&a, sizeof(values)));
+    CUDA_CHECK(cudaMalloc(&b, sizeof(values)));
+    CUDA_CHECK(cudaMemcpy(a, values, sizeof(values), cudaMemcpyHostToDevice));
+    cudaStream_t s = new_stream();
+    NCCL_CHECK(ncclAllGather(a, b, 8, ncclBfloat16, split, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    CUDA_CHECK(cudaMemcpy(gathered, b, sizeof(values), cudaMemcpyDeviceToHost));
+    check("all_gather_on_split_comm", memcmp(gathered, values, sizeof(values)) == 0, "wrong values");
+    NCCL_CHECK(ncclCommDestroy(split));
+    CUDA_CHECK(cudaFree(send)); CUDA_CHECK(cudaFree(recv)); CUDA_CHECK(cudaFree(out));
+    CUDA_CHECK(cudaFree(a)); CUDA_CHECK(cudaFree(b));
+}
+
+// A kernel overwrites a send's buffer while the send is in flight (no wait on its event).
+static void case_send_input_overwritten(void) {
+    const int n = 64;
+    uint8_t *send, *recv, *other;
+    CUDA_CHECK(cudaMalloc(&send, n));
+    CUDA_CHECK(cudaMalloc(&recv, n));
+    CUDA_CHECK(cudaMalloc(&other, n));
+    CUDA_CHECK(cudaMemset(send, 1, n));
+    CUDA_CHECK(cudaMemset(other, 2, n));
+    ncclComm_t nccl = one_rank_nccl();
+    cudaStream_t comm = new_stream(), compute = new_stream();
+    NCCL_CHECK(ncclGroupStart());
+    NCCL_CHECK(ncclSend(send, n, ncclUint8, 0, nccl, comm));
+    NCCL_CHECK(ncclRecv(recv, n, ncclUint8, 0, nccl, comm));
+    NCCL_CHECK(ncclGroupEnd());
+    copy_bytes_kernel<<<1, n, 0, compute>>>(send, other, n);
+    CUDA_CHECK(cudaStreamSynchronize(comm));
+}
+
 // EMU_LAZY=1: a kernel on `compute` writes a collective's input, and the comm stream does not
 // wait for it (with_wait 0) or does (1). Exit status 5: the collective read stale input (the
 // missing wait showed), 0: it read the kernel's values.
@@ -438,6 +523,7 @@ static int case_lazy_producer(int with_wait) {
 // runs them in a fresh process, `test_emu --case NAME`.
 static int run_case(const char* name) {
     if (strcmp(name, "collective_input_overwritten") == 0) case_collective_input_overwritten();
+    else if (strcmp(name, "send_input_overwritten") == 0) case_send_input_overwritten();
     else if (strcmp(name, "lazy_producer_with_wait") == 0) return case_lazy_producer(1);
     else if (strcmp(name, "lazy_producer_without_wait") == 0) return case_lazy_producer(0);
     else { fprintf(stderr, "unknown case %s\n", name); return 2; }
@@ -463,6 +549,11 @@ static void case_exec_collective_input_overwritten(void) {
     _exit(4);
 }
 
+static void case_exec_send_input_overwritten(void) {
+    execl("/proc/self/exe", "test_emu", "--case", "send_input_overwritten", (char*)NULL);
+    _exit(4);
+}
+
 int main(int argc, char** argv) {
     if (argc == 3 && strcmp(argv[1], "--case") == 0) {
         MPI_Init(&argc, &argv);
@@ -479,6 +570,8 @@ int main(int argc, char** argv) {
           "a collective issued without waiting for its producer kernel saw the kernel's values");
     expect_stop("collective_input_overwritten_stops", case_exec_collective_input_overwritten,
                 "its input was written while the collective was in flight");
+    expect_stop("send_input_overwritten_stops", case_exec_send_input_overwritten,
+                "ncclSend: its input was written while the collective was in flight");
     MPI_Init(&argc, &argv); // one rank: the NCCL model's collectives run over MPI
     test_block_reduce();
     test_shuffle();
@@ -515,6 +608,7 @@ int main(int argc, char** argv) {
     check("collective_output_after_event_wait", run_collective_then_read(nccl, 1), "wrong values after waiting");
     check("collective_missing_wait_shows", !run_collective_then_read(nccl, 0), "a kernel that skipped the wait saw the output");
     test_kernel_behind_collective(nccl);
+    test_split_send_recv(nccl);
     test_async_copy_to_host();
     NCCL_CHECK(ncclCommDestroy(nccl));
 
