@@ -19,7 +19,9 @@
 #   4. scripts/plot_timeline.py draws a PNG of a traced step and of a predicted one.
 #   5. The GPU build's trace (CUDA events read after the run) in the CPU emulation of CUDA
 #      (dev/emu), 2 ranks, stage 3: the same checks as 1 with bf16 bytes, and the GPU build's plan
-#      against that run as in 3 (SKIP without CUDA headers).
+#      against that run as in 3; and its ZeRO++ (-qw 1 -hp 2 -qg 1, 2 ranks) traced: the kinds,
+#      units and bytes of its collectives as in 7, and the GPU plan's ZeRO++ row (bytes per step,
+#      bf16 secondary shard, device buffers) equal to the run's (SKIP without CUDA headers).
 #   6. Bad flags: one error line, exit 1.
 #   7. ZeRO++ (zero/zeropp.h) at stage 3, 4 ranks, two "hosts" (each rank in its own UTS namespace,
 #      ranks 0-1 and 2-3 sharing a hostname, so the engine splits its bytes by host as on two
@@ -117,6 +119,17 @@ else
         check plan_emu_gpu_z3_np2_bytes_and_sent_equal_engine python3 tests/trace_check.py plan "$ZT/emu_z3.plan" "$ZT/emu_z3"
     else
         echo "FAIL trace_emu_gpu_z3_np2_runs: $(grep -v -i tokenizer "$ZT/emu_z3.out" | tail -3 | tr '\n' ' ')"
+    fi
+    # The GPU build's ZeRO++ (all three; 2 ranks: one group, so qgZ's within-group all-to-all only),
+    # traced: its kinds, units and bytes; and the GPU plan's row (bf16 secondary, its buffers) against the run.
+    if timeout 600 mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT=2 -np 2 build/emu/train_gpt2cu_z3 \
+           -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -x 3 -v 0 -n 0 -l 1e-3 -s 0 -i "$ZT/emu/train.bin" -o "$ZT/emu_pp" \
+           -qw 1 -hp 2 -qg 1 -tr "$ZT/emu_pp.json" -ts 2 >"$ZT/emu_pp.out" 2>&1; then
+        check trace_emu_gpu_zeropp_all_np2_kinds_units_bytes_match_formula_and_log python3 tests/trace_check.py zeropp_trace "$ZT/emu_pp" "$ZT/emu_pp.json"
+        build/emu/train_gpt2cu_z3 --plan h100 -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -np 2 -rpn 2 -qw 1 -hp 2 -qg 1 >"$ZT/emu_pp.plan" 2>&1
+        check plan_emu_gpu_zeropp_all_np2_bytes_memory_equal_engine python3 tests/trace_check.py zeropp_plan "$ZT/emu_pp.plan" "$ZT/emu_pp"
+    else
+        echo "FAIL trace_emu_gpu_zeropp_np2_runs: $(grep -v -i tokenizer "$ZT/emu_pp.out" | tail -3 | tr '\n' ' ')"
     fi
 fi
 

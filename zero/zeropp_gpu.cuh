@@ -181,10 +181,13 @@ static int zero_pp_device_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int un
     if (pp->backward && pp->hp > 1 && pp->secondary_ready[unit]) {
         int K = pp->hp;
         size_t part = u->padded_numel / (size_t)K;
-        zero_device_op_begin(z, &w->op, ZERO_OP_GROUP_ALL_GATHER, unit, "parameters (hpZ secondary shard)",
-                             (long long)(K - 1) * (long long)part);
+        const char* what = "parameters (hpZ secondary shard)";
+        long long sent = (long long)(K - 1) * (long long)part;
+        int traced = zero_trace_device_collective_begin(z); // -tr: the group gather's span on the comm stream
+        zero_device_op_begin(z, &w->op, ZERO_OP_GROUP_ALL_GATHER, unit, what, sent);
         NCCL_CHECK(ncclAllGather(pp->secondary + u->offset / (size_t)K, w->data, part, ncclBfloat16, pp->group_nccl, z->comm));
         CUDA_CHECK(cudaEventRecord(w->op.done, z->comm));
+        zero_trace_device_collective_end(z, traced, ZERO_OP_GROUP_ALL_GATHER, unit, sent, what);
         return 1;
     }
 #endif
@@ -264,16 +267,21 @@ static int zero_pp_device_grad_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int uni
     cudaStream_t s = z->comm;
     const float* x = pp->grads32;
     grad_accumulate_cuda(pp->grads32, w->data, u->padded_numel, GRAD_SET, s); // the unit in fp32 (exact): the quantizer's input
+    // The labels carry the code width, as the CPU build's (zero/trace.h names the kind by it).
+    const char* within = bits == 4 ? "gradients (qgZ int4, within the group)" : "gradients (qgZ int8, within the group)";
+    const char* across = bits == 4 ? "gradients (qgZ int4, across groups)" : "gradients (qgZ int8, across groups)";
     // 1. Within the group: H packets to each local rank (the own ones are not sent).
     if (G > 1) {
+        long long sent = (long long)(G - 1) * H * (long long)(Q / 2);
+        int traced = zero_trace_device_collective_begin(z); // -tr: quantize, exchange (dequantize follows) on the comm stream
         for (int lp = 0; lp < G; lp++)
             for (int m = 0; m < H && lp != l; m++) {
                 uint8_t* p = pp->send + ((size_t)lp * H + m) * Q;
                 quantize_blocks_cuda(zero_pp_codes(p, S, b), zero_pp_scales(p), x + (size_t)(m * G + lp) * S, S, bits, b, s);
             }
-        zero_device_op_begin(z, &w->op, ZERO_OP_ALL_TO_ALL, unit, "gradients (qgZ within the group)",
-                             (long long)(G - 1) * H * (long long)(Q / 2));
+        zero_device_op_begin(z, &w->op, ZERO_OP_ALL_TO_ALL, unit, within, sent);
         zero_pp_exchange(pp, pp->group_nccl, G, l, (size_t)H * Q, s);
+        zero_trace_device_collective_end(z, traced, ZERO_OP_ALL_TO_ALL, unit, sent, within);
     }
     for (int m = 0; m < H; m++) {
         float* partial = pp->partial + (size_t)m * S;
@@ -289,13 +297,16 @@ static int zero_pp_device_grad_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int uni
     // 2. Across groups: partial m to group m (its rank at place l), from every group ours.
     const float* sum = pp->partial; // one group: its partial is the sum
     if (H > 1) {
+        long long sent = (long long)(H - 1) * (long long)(Q / 2);
+        int traced = zero_trace_device_collective_begin(z);
         for (int m = 0; m < H; m++) {
             if (m == g) continue;
             uint8_t* p = pp->send + (size_t)m * Q;
             quantize_blocks_cuda(zero_pp_codes(p, S, b), zero_pp_scales(p), pp->partial + (size_t)m * S, S, bits, b, s);
         }
-        zero_device_op_begin(z, &w->op, ZERO_OP_ALL_TO_ALL, unit, "gradients (qgZ across groups)", (long long)(H - 1) * (long long)(Q / 2));
+        zero_device_op_begin(z, &w->op, ZERO_OP_ALL_TO_ALL, unit, across, sent);
         zero_pp_exchange(pp, pp->cross_nccl, H, g, Q, s);
+        zero_trace_device_collective_end(z, traced, ZERO_OP_ALL_TO_ALL, unit, sent, across);
         for (int m = 0; m < H; m++) {
             if (m == g) {
                 zero_pp_add_or_copy(pp->result, pp->partial + (size_t)g * S, S, m > 0, s);
