@@ -32,7 +32,7 @@
 #      and its buffers, exactly; the traced run's collectives carry ZeRO++'s kinds ("all_gather
 #      int8", "all_gather (group)", "all_to_all int4"), units and bytes, recomputed per unit in
 #      tests/trace_check.py, adding up to the formula and the log (SKIP without unshare --uts).
-# About 90 s on 2 cores once built (the emulated run a third of it, the ZeRO++ runs a third).
+# About 110 s on 2 cores once built (105-124 s measured at load 4-8; the emulated runs a half of it, the CPU ZeRO++ runs a quarter).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/zero_common.sh"
 zero_setup

@@ -18,8 +18,10 @@
  * waits. Three steps are simulated and the third reported (the all-gathers of one step run into
  * the next one's forward). Part of the ZeRO engine's planner (the map is in zero.cuh; the
  * overview in zero/plan.h). With ZeRO++ (a PlanPP, zero/plan_zeropp.h) the stage-3 gathers and the
- * gradient reduction go its way: qwZ's and hpZ's gathers issued as the plain ones, qgZ's two
- * all-to-alls waited for at once (the compute side stands still), (de)quantize on the compute side.
+ * gradient reductions go its way: qwZ's and hpZ's gathers issued as the plain ones (wte's chunks
+ * in backward for the LM head's recompute too), qgZ's two all-to-alls for every reduction (a wte
+ * chunk's two included); the CPU build waits for each all-to-all at once (the compute side stands
+ * still) and (de)quantizes on the compute side, the GPU build queues all of it on the comm stream.
  */
 #ifndef ZERO_PLAN_SCHEDULE_H
 #define ZERO_PLAN_SCHEDULE_H
