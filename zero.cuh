@@ -28,6 +28,7 @@
  *   zero/plan_memory.h  the planner's bytes per rank at each stage, from the engine's functions
  *   zero/plan_compute.h the planner's work per unit: FLOPs and element-wise bytes; MFU's numerator
  *   zero/plan_comm.h    the planner's ring collective times (alpha-beta model)
+ *   zero/plan_zeropp.h  the planner's ZeRO++ rows: zero/zeropp.h's formulas for any world, its collectives' times
  *   zero/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
  *   zero/plan.h         the planner (--plan): every stage's bytes and step time for any N, the table
  *   zero/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
@@ -165,6 +166,7 @@ typedef float ZeroFloat;
 #include "zero/plan_memory.h"
 #include "zero/plan_compute.h"
 #include "zero/plan_comm.h"
+#include "zero/plan_zeropp.h"
 #include "zero/plan_schedule.h"
 #include "zero/plan.h"
 #if ZERO_GPU_BUILD

@@ -18,7 +18,8 @@
 // cpu machine (is_cpu), the machine's measured rates. pm->config, B, T, A and N are set.
 typedef void (*PlanFillBuild)(PlanModel* pm, const ParamLayout* layout, PlanMachine* m, int is_cpu);
 
-// --plan: print the plan for stages 0-3 and return the exit status (0; 1 on a bad flag or when no stage fits).
+// --plan: print the plan for stages 0-3 and the ZeRO++ rows (-qw -hp -qg -qgb -qb -qbg: that row;
+// none: the usual ones, with -qb's and -qbg's blocks) and return the exit status (0; 1 on a bad flag or when no stage fits).
 static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
     GPT2Config cfg;
     if (gpt2_config_from_descriptor(a->init, &cfg) != 0) {
@@ -62,7 +63,14 @@ static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
     param_layout_build(&layout, &cfg, N, ZERO_ALIGN);
     fill(&pm, &layout, &m, is_cpu);
     param_layout_free(&layout);
-    return plan_print(&pm, &m, a->init, a->trace_path, stdout);
+    PlanPPFlags pp = {a->zeropp_qw || a->zeropp_qg || a->zeropp_hp != 1, a->zeropp_qw, a->zeropp_qg, a->zeropp_qg_bits, a->zeropp_hp,
+                      a->zeropp_block, a->zeropp_grad_block};
+    char err[512];
+    if (zero_pp_check_flags(pp.qw, pp.qg, pp.qg_bits, pp.hp, pp.block, 3, 0, err, sizeof(err)) != 0) { // ZeRO++ rows are stage 3's
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    return plan_print(&pm, &m, a->init, a->trace_path, &pp, stdout);
 }
 
 #endif // COMMON_PLAN_SETUP_H

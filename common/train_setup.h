@@ -213,8 +213,8 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
         exit(1);
     }
 #endif
-    char pp_err[512]; // ZeRO++ flags against the stage and build (zero/zeropp.h)
-    if (zero_pp_check_flags(args->zeropp_qw, args->zeropp_qg, args->zeropp_qg_bits, args->zeropp_hp, args->zeropp_block, ZERO_STAGE,
+    char pp_err[512]; // ZeRO++ flags against the stage and build (zero/zeropp.h; --plan checks them for its stage-3 rows)
+    if (args->plan_machine == NULL && zero_pp_check_flags(args->zeropp_qw, args->zeropp_qg, args->zeropp_qg_bits, args->zeropp_hp, args->zeropp_block, ZERO_STAGE,
                             ZERO_GPU_BUILD, pp_err, sizeof(pp_err)))
         args_fail("%s", pp_err);
     if (zero_pp_check_grad_block(args->zeropp_grad_block, pp_err, sizeof(pp_err))) args_fail("%s", pp_err);

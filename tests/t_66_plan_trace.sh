@@ -19,9 +19,20 @@
 #   4. scripts/plot_timeline.py draws a PNG of a traced step and of a predicted one.
 #   5. The GPU build's trace (CUDA events read after the run) in the CPU emulation of CUDA
 #      (dev/emu), 2 ranks, stage 3: the same checks as 1 with bf16 bytes, and the GPU build's plan
-#      against that run as in 3 (SKIP without CUDA headers).
+#      against that run as in 3; and its ZeRO++ (-qw 1 -hp 2 -qg 1, 2 ranks) traced: the kinds,
+#      units and bytes of its collectives as in 7, and the GPU plan's ZeRO++ row (bytes per step,
+#      bf16 secondary shard, device buffers) equal to the run's (SKIP without CUDA headers).
 #   6. Bad flags: one error line, exit 1.
-# About 60 s on 2 cores once built (the emulated run is half of it).
+#   7. ZeRO++ (zero/zeropp.h) at stage 3, 4 ranks, two "hosts" (each rank in its own UTS namespace,
+#      ranks 0-1 and 2-3 sharing a hostname, so the engine splits its bytes by host as on two
+#      machines; MPI itself is unchanged), 3 steps of d2, -qw 1, -hp 2, -qg 1 -qbg 64 and all three
+#      (-hp 0, traced): the plan for -np 4 -rpn 2 with the same flags (zero/plan_zeropp.h,
+#      zero/zeropp.h's formula functions) has the run's counted bytes per step (total, within
+#      the host, to the other host: rank 0's, counted message by message), its secondary shard
+#      and its buffers, exactly; the traced run's collectives carry ZeRO++'s kinds ("all_gather
+#      int8", "all_gather (group)", "all_to_all int4"), units and bytes, recomputed per unit in
+#      tests/trace_check.py, adding up to the formula and the log (SKIP without unshare --uts).
+# About 110 s on 2 cores once built (105-124 s measured at load 4-8; the emulated runs a half of it, the CPU ZeRO++ runs a quarter).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/zero_common.sh"
 zero_setup
@@ -109,6 +120,17 @@ else
     else
         echo "FAIL trace_emu_gpu_z3_np2_runs: $(grep -v -i tokenizer "$ZT/emu_z3.out" | tail -3 | tr '\n' ' ')"
     fi
+    # The GPU build's ZeRO++ (all three; 2 ranks: one group, so qgZ's within-group all-to-all only),
+    # traced: its kinds, units and bytes; and the GPU plan's row (bf16 secondary, its buffers) against the run.
+    if timeout 600 mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT=2 -np 2 build/emu/train_gpt2cu_z3 \
+           -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -x 3 -v 0 -n 0 -l 1e-3 -s 0 -i "$ZT/emu/train.bin" -o "$ZT/emu_pp" \
+           -qw 1 -hp 2 -qg 1 -tr "$ZT/emu_pp.json" -ts 2 >"$ZT/emu_pp.out" 2>&1; then
+        check trace_emu_gpu_zeropp_all_np2_kinds_units_bytes_match_formula_and_log python3 tests/trace_check.py zeropp_trace "$ZT/emu_pp" "$ZT/emu_pp.json"
+        build/emu/train_gpt2cu_z3 --plan h100 -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -np 2 -rpn 2 -qw 1 -hp 2 -qg 1 >"$ZT/emu_pp.plan" 2>&1
+        check plan_emu_gpu_zeropp_all_np2_bytes_memory_equal_engine python3 tests/trace_check.py zeropp_plan "$ZT/emu_pp.plan" "$ZT/emu_pp"
+    else
+        echo "FAIL trace_emu_gpu_zeropp_np2_runs: $(grep -v -i tokenizer "$ZT/emu_pp.out" | tail -3 | tr '\n' ' ')"
+    fi
 fi
 
 # 6. Bad flags.
@@ -118,3 +140,23 @@ check_fails plan_unknown_machine "error: --plan a100: unknown machine 'a100'" bu
 check_fails plan_bad_override "error: --plan h100,gemm_eff: 'gemm_eff' is not key=number" build/train_gpt2_z0 --plan h100,gemm_eff -e d2
 check_fails plan_world_without_plan "error: -np: only plans take a world" build/train_gpt2_z0 -e d2 -np 8
 check_fails plan_batch_not_multiple "error: -d 100: not a multiple of B\*T\*ranks" build/train_gpt2_z0 --plan h100 -e d2 -b 4 -t 8 -np 2 -d 100
+check_fails plan_zeropp_hp_not_dividing "error: -hp 3: does not divide the 4 ranks" build/train_gpt2_z0 --plan h100 -e d2 -t 8 -np 4 -hp 3
+
+# 7. ZeRO++ on two hostnames (UTS namespaces; root).
+if ! unshare --uts true 2>/dev/null; then
+    echo "SKIP plan_zeropp: unshare --uts is not available here (needs root)"
+else
+    pprun() { local name=$1; shift
+        timeout 300 "${MPIRUN[@]}" -np 4 unshare --uts sh -c 'hostname "t66node$((OMPI_COMM_WORLD_RANK / 2))" && exec "$0" "$@"' \
+            build/train_gpt2_z3 "${ZERO_TEST_ARGS[@]}" -i "$ZT/train.bin" -j "$ZT/val.bin" -o "$ZT/$name" -b 2 -x 3 -v 0 -n 0 "$@" \
+            >"$ZT/$name.out" 2>&1; }
+    for spec in "qw -qw 1" "hp -hp 2" "qg -qg 1 -qbg 64" "all -qw 1 -hp 0 -qg 1 -tr $ZT/pp_all.json -ts 2"; do
+        set -- $spec; name=pp_$1; shift
+        if ! pprun "$name" "$@"; then echo "FAIL plan_zeropp_${name}_runs: $(grep -v tokenizer "$ZT/$name.out" | tail -2 | tr '\n' ' ')"; continue; fi
+        flags=("$@"); [ "$name" = pp_all ] && flags=(-qw 1 -hp 0 -qg 1)
+        build/train_gpt2_z0 --plan h100 -e d2 -t 8 -b 2 -np 4 -rpn 2 "${flags[@]}" >"$ZT/$name.plan" 2>&1
+        check "plan_zeropp_${name}_np4_rpn2_bytes_within_across_memory_equal_engine" python3 tests/trace_check.py zeropp_plan "$ZT/$name.plan" "$ZT/$name"
+    done
+    [ -f "$ZT/pp_all/log.jsonl" ] &&
+        check trace_zeropp_all_np4_kinds_units_bytes_match_formula_and_log python3 tests/trace_check.py zeropp_trace "$ZT/pp_all" "$ZT/pp_all.json"
+fi

@@ -25,7 +25,26 @@ sizes and ring counts are recomputed here from the model config (not read from t
       PLAN_OUT is the stdout of --plan for RUN's model, batch and world: the plan_json line of
       RUN's stage has the run's bytes per rank (params, grads, optimizer, working units, the
       rings' receive buffer, activations: the config record) and sent elements per step (every train record) exactly.
+  zeropp_trace RUN TRACE
+      RUN is a CPU-build stage-3 ZeRO++ run (zeropp_config record) traced to TRACE: on every rank
+      each traced step has the collectives ZeRO++ issues, by kind ("all_gather int8" qwZ: every
+      unit in forward, wte's K vocab-chunk units twice (encoder, LM head), and without hpZ those
+      K once more in backward for the LM head's recompute; "all_gather (group)" hpZ: every unit
+      in backward, wte's chunks included; "all_to_all int4"/"int8" qgZ: every unit within the
+      group and across groups, wte's chunks twice (LM head's part, encoder's rows)), each one's
+      bytes recomputed here per unit (packets of ceil(S/b) scales + codes in 4-byte words, b = -qb
+      for the weights, -qbg for the gradients; the unquantized collectives in the trace's
+      element_bytes: 4 CPU, 2 GPU), and they add up to the formula's bytes per step (and, rank 0,
+      the log's count: the CPU build's "zeropp" records, the GPU build's 2 x sent elements).
+      Either build: the GPU build's config record carries the formula in bytes, the CPU's in words
+  zeropp_plan PLAN_OUT RUN
+      the plan_zeropp_json line of PLAN_OUT for RUN's ZeRO++ flags has the run's bytes per step
+      (every "zeropp" record: the count, within the host and to other hosts, rank 0's split; a
+      GPU-build run, which has no such records: every train record's 2 x sent elements), its hpZ
+      secondary shard (config) and ZeRO++ buffers (the start-up line) exactly
 """
+import math
+import re
 import glob
 import json
 import sys
@@ -162,6 +181,110 @@ def check_plan(plan_out, run):
     return 1 if diff else 0
 
 
+def packet_words(s, bits, block):
+    """One packet of s elements: ceil(s/block) fp32 scales, then the codes, padded to 4 bytes."""
+    return math.ceil(s / block) + math.ceil((s if bits == 8 else (s + 1) // 2) / 4)
+
+
+def check_zeropp_trace(run, stem):
+    recs = [json.loads(line) for line in open(f"{run}/log.jsonl")]
+    cfg = next(r for r in recs if r["kind"] == "config")
+    pp = next(r for r in recs if r["kind"] == "zeropp_config")
+    gpu = "zeropp_formula_forward_bytes" in pp
+    if gpu:  # bf16 elements: the log's sent elements x 2 are the bytes
+        counted = {r["step"]: 2 * r["sent_elements"] for r in recs if r["kind"] == "train"}
+        formula = pp["zeropp_formula_forward_bytes"] + pp["zeropp_formula_backward_bytes"] + pp["zeropp_formula_gradient_bytes"]
+    else:
+        counted = {r["step"]: r["bytes_sent"] for r in recs if r["kind"] == "zeropp"}
+        formula = 4 * (pp["zeropp_formula_forward_words"] + pp["zeropp_formula_backward_words"] + pp["zeropp_formula_gradient_words"])
+    e = 2 if gpu else 4  # bytes of an unquantized element
+    n, a = cfg["world_size"], cfg["grad_accum_steps"]
+    qw, hp, qg, bits, block = pp["zeropp_qw"], pp["zeropp_hp"], pp["zeropp_qg"], pp["zeropp_qg_bits"], pp["zeropp_block"]
+    grad_block = pp["zeropp_grad_block"]
+    g = pp["zeropp_group_size"]
+    h = n // g
+    numels, wte = unit_numels(cfg, n)
+    U, K = len(numels), len(wte)
+    # (kind, scope) -> [count per step, bytes of one collective of unit u]
+    want = {}
+    if qw:  # forward: every unit, wte's chunks twice; backward (hpZ off): wte's chunks for the LM head's recompute
+        want[("all_gather int8", "")] = (a * (U + K + (K if hp <= 1 else 0)), lambda u: 4 * (n - 1) * packet_words(numels[u] // n, 8, block))
+    if hp > 1:
+        want[("all_gather (group)", "")] = (a * U, lambda u: e * (hp - 1) * (numels[u] // hp))
+    if qg and g > 1:
+        want[(f"all_to_all int{bits}", "within")] = (a * (U + K), lambda u: 4 * (g - 1) * h * packet_words(numels[u] // n, bits, grad_block))
+    if qg and h > 1:
+        want[(f"all_to_all int{bits}", "across")] = (a * (U + K), lambda u: 4 * (h - 1) * packet_words(numels[u] // n, bits, grad_block))
+    plain = {"all_gather": 1, "reduce_scatter": 1}
+    files = sorted(glob.glob(glob.escape(stem[:-5]) + ".rank*.json"))
+    problems, n_comm = [], 0
+    if len(files) != n:
+        problems.append(f"{len(files)} trace files for {n} ranks")
+    for path in files:
+        d = json.load(open(path))
+        other = d["otherData"]
+        comm = [e for e in d["traceEvents"] if e["ph"] == "X" and e["cat"] == "comm"]
+        for s in range(other["first_step"], other["last_step"] + 1):
+            mine = [c for c in comm if c["args"]["step"] == s]
+            n_comm += len(mine)
+            seen, total = {}, 0
+            for c in mine:
+                kind, unit, b = c["args"]["kind"], c["args"]["unit"], c["args"]["bytes"]
+                scope = "within" if "within" in c["args"].get("what", "") else "across" if "across" in c["args"].get("what", "") else ""
+                total += b
+                if kind == "scalar all_reduce":
+                    expect = 0
+                elif (kind, scope) in want:
+                    seen[(kind, scope)] = seen.get((kind, scope), 0) + 1
+                    expect = want[(kind, scope)][1](unit)
+                elif kind in plain:
+                    expect = e * numels[unit] * (n - 1) // n
+                else:
+                    problems.append(f"{path}: step {s}: unexpected collective '{c['name']}' ({kind}, {c['args'].get('what')})")
+                    continue
+                if b != expect:
+                    problems.append(f"{path}: step {s}: '{c['name']}' {b} bytes, expected {expect}")
+            for key, (count, _) in want.items():
+                if seen.get(key, 0) != count:
+                    problems.append(f"{path}: step {s}: {seen.get(key, 0)} x {key}, expected {count}")
+            if total != formula or (other["rank"] == 0 and counted.get(s) != total):
+                problems.append(f"{path}: step {s}: collectives send {total} bytes; formula {formula}, log {counted.get(s)}")
+    print(f"{n} ranks, {'GPU' if gpu else 'CPU'} build, ZeRO++ qw {qw} hp {hp} qg {qg} (int{bits}): {n_comm} collectives, kinds {sorted(k for k, _ in want)}: " +
+          (f"{len(problems)} problems, first: {problems[0]}" if problems else "kinds, counts, bytes and per-step sums as the formula and the log"))
+    return 1 if problems else 0
+
+
+def check_zeropp_plan(plan_out, run):
+    recs = [json.loads(line) for line in open(f"{run}/log.jsonl")]
+    pp = next(r for r in recs if r["kind"] == "zeropp_config")
+    steps = [r for r in recs if r["kind"] == "zeropp"]
+    gpu = not steps and "zeropp_formula_forward_bytes" in pp  # the GPU build: no "zeropp" records, bf16 sent elements
+    if gpu:
+        steps = [{"step": r["step"], "bytes_sent": 2 * r["sent_elements"]} for r in recs if r["kind"] == "train"]
+    m = re.search(r"\| buffers (\d+) bytes", open(f"{run}.out").read())
+    plans = [json.loads(line[len("plan_zeropp_json "):]) for line in open(plan_out) if line.startswith("plan_zeropp_json ")]
+    key = lambda p: (p["qw"], p["hp"], p["qg"], p["qg_bits"] if p["qg"] else 0)
+    run_key = (pp["zeropp_qw"], pp["zeropp_hp"], pp["zeropp_qg"], pp["zeropp_qg_bits"] if pp["zeropp_qg"] else 0)
+    p = next((p for p in plans if key(p) == run_key and p["label"] != "plain"), None)
+    if p is None or not steps or m is None:
+        print(f"{plan_out}: no ZeRO++ row for {run_key} (rows {[key(q) for q in plans]}), or the run has no zeropp records / buffers line")
+        return 1
+    diff = []
+    for r in steps:
+        for field, got in (("bytes_sent", p["sent_elements"] * p["element_bytes"]), ("bytes_sent", p["formula_bytes"]),
+                           ("bytes_within_host", p["rank0_within_bytes"]), ("bytes_across_hosts", p["rank0_across_bytes"])):
+            if field in r and r[field] != got:
+                diff.append(f"step {r['step']} {field}: run {r[field]}, plan {got}")
+    if p["bytes_secondary"] != pp["zeropp_bytes_secondary"]:
+        diff.append(f"secondary shard: run {pp['zeropp_bytes_secondary']}, plan {p['bytes_secondary']}")
+    if p["bytes_buffers"] != int(m.group(1)):
+        diff.append(f"buffers: run {m.group(1)}, plan {p['bytes_buffers']}")
+    print(f"{p['label']} N {p['world_size']} ({p['ranks_per_node']} per node): {len(steps)} steps' bytes (total, within, across), "
+          f"secondary, buffers: " + (f"{len(diff)} differ: {'; '.join(diff[:3])}" if diff else
+                                     f"equal ({p['formula_bytes']} B, {p['rank0_across_bytes']} B to the other node)"))
+    return 1 if diff else 0
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "trace":
@@ -173,6 +296,10 @@ def main():
         return res
     if cmd == "plan":
         return check_plan(args[0], args[1])
+    if cmd == "zeropp_trace":
+        return check_zeropp_trace(args[0], args[1])
+    if cmd == "zeropp_plan":
+        return check_zeropp_plan(args[0], args[1])
     print(f"usage: {sys.argv[0]} trace RUN TRACE | plan PLAN_OUT RUN")
     return 2
 

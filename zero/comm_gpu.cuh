@@ -343,7 +343,7 @@ static void zero_device_collective(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, c
 #endif
     }
     CUDA_CHECK(cudaEventRecord(op->done, z->comm));
-    zero_trace_device_collective_end(z, traced, kind, unit, sent);
+    zero_trace_device_collective_end(z, traced, kind, unit, sent, what);
 }
 
 /*
@@ -374,7 +374,7 @@ static void zero_device_all_reduce_floats(ZeroEngine* z, float* x, int n, const 
     int traced = zero_trace_device_collective_begin(z); // -tr: its span and the wait for it
     NCCL_CHECK(ncclAllReduce(x, x, (size_t)n, ncclFloat32, ncclSum, z->nccl, z->comm));
     CUDA_CHECK(cudaEventRecord(z->comm_mark, z->comm));
-    zero_trace_device_collective_end(z, traced, ZERO_OP_SCALAR_ALL_REDUCE, -1, 0);
+    zero_trace_device_collective_end(z, traced, ZERO_OP_SCALAR_ALL_REDUCE, -1, 0, what);
     zero_trace_device_wait_label(ZERO_OP_SCALAR_ALL_REDUCE, -1);
     zero_compute_wait(z, z->comm_mark);
 #endif

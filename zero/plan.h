@@ -9,8 +9,9 @@
  *   zero/plan_memory.h   the model and batch; bytes per rank at each stage (the engine's functions)
  *   zero/plan_compute.h  the work per unit: FLOPs and element-wise bytes; MFU's numerator
  *   zero/plan_comm.h     ring collective times under the alpha-beta model
+ *   zero/plan_zeropp.h   ZeRO++ on stage 3 (qwZ, hpZ, qgZ): zero/zeropp.h's formulas, its collectives' times
  *   zero/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
- *   zero/plan.h          this file: every stage's plan, the table
+ *   zero/plan.h          this file: every stage's plan, the table, the ZeRO++ rows
  *
  * So the planner's bytes and elements sent are the engine's (tests/t_66_plan_trace.sh checks
  * them against runs). What the model leaves out: README "Seeing and planning a run".
@@ -20,6 +21,7 @@
 #ifndef ZERO_CUH
 #error "zero/plan.h is part of the ZeRO engine; include zero.cuh"
 #endif
+#include <ctype.h>
 
 // What one stage stores per rank (bytes) and does per step, for the printed table.
 typedef struct {
@@ -44,14 +46,116 @@ static const char* plan_gib(double bytes, char* buf, size_t cap) {
     return buf;
 }
 
+// The trace file of a predicted timeline: FILE.json -> FILE.plan.<what>.json.
+static void plan_trace_path(const char* trace_path, const char* what, char* path, size_t cap) {
+    size_t n = strlen(trace_path);
+    snprintf(path, cap, "%.*s.plan.%s.json", n > 5 ? (int)(n - 5) : (int)n, trace_path, what);
+}
+
+/*
+ * The ZeRO++ rows (zero/plan_zeropp.h) beside plain stage 3 (`plain`): the flags' row when
+ * given, else qwZ, hpZ over a node's ranks, qgZ int4 and all three; each a table row and a
+ * "plan_zeropp_json {...}" line, and with trace_path its predicted timeline. Returns 0, or -1
+ * after one error line (flags that do not fit the world).
+ */
+static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const ParamLayout* layout, const PlanNet* net, const PlanTimes* tm,
+                             int rpn, double mem_bw, double budget, const PlanStage* plain, const PlanPPFlags* f, const char* trace_path,
+                             FILE* out) {
+    int N = pm->world_size, A = pm->grad_accum_steps, e = pm->element_bytes, node_groups = rpn > 1 && N % rpn == 0;
+    long long tokens = (long long)pm->B * pm->T * N * A;
+    double shard_add = !pm->has_master ? 3.0 * e : 0.0;
+    double quant_bw = m->quant_bw;
+    const char* quant_how = "stated (quant_gbs)";
+#if !ZERO_GPU_BUILD
+    if (quant_bw <= 0 && m->reduce_on_cpu) {
+        // Measured alone; ranks sharing the cores get the share their memory rate shows.
+        quant_bw = plan_pp_measure_quant_bw(f->block) * (m->mem_bw > 0 && mem_bw < m->mem_bw ? mem_bw / m->mem_bw : 1.0);
+        quant_how = "measured here (cpu/quantize.h, int8 round trip, 1M elements, one thread; scaled by the rank's memory share)";
+    }
+#endif
+    if (quant_bw <= 0) { quant_bw = mem_bw; quant_how = "assumed: the element-wise memory rate"; }
+    PlanPPFlags rows[5];
+    int n = 0;
+    rows[n++] = (PlanPPFlags){1, 0, 0, f->qg_bits, 1, f->block, f->grad_block}; // plain stage 3, through the same formulas
+    if (f->given) rows[n++] = *f;
+    else {
+        rows[n++] = (PlanPPFlags){1, 1, 0, 4, 1, f->block, f->grad_block};
+        if (node_groups) rows[n++] = (PlanPPFlags){1, 0, 0, 4, 0, f->block, f->grad_block};
+        rows[n++] = (PlanPPFlags){1, 0, 1, 4, 1, f->block, f->grad_block};
+        rows[n++] = (PlanPPFlags){1, 1, 1, 4, node_groups ? 0 : 1, f->block, f->grad_block};
+    }
+    char buf[8][32];
+    fprintf(out, "plan: ZeRO++ on stage 3 (zero/zeropp.h's formulas for this world, ranks placed node by node; blocks: weights %d, "
+            "gradients %d elements; (de)quantize at %.1f GB/s, %s)\n", f->block, f->grad_block, quant_bw / 1e9, quant_how);
+    fprintf(out, "%-22s | %-11s | %-10s | %-4s | %-10s | %-12s | %-11s | %9s | %9s | %9s | %9s | %9s | %10s | %6s\n", "zero++ (stage 3)",
+            "extra mem", "total", "fits", "sent/rank", "across/rank0", "across/node", "compute", "quantize", "comm", "exposed", "step",
+            "tokens/s", "MFU");
+    for (int i = 0; i < n; i++) {
+        PlanPP p;
+        if (plan_pp_init(&p, &rows[i], layout, net, m, rpn, e, pm->has_master, quant_bw) != 0) return -1;
+        if (i == 0) snprintf(p.label, sizeof(p.label), "plain");
+        size_t secondary, buffers;
+        plan_pp_memory(&p, &secondary, &buffers);
+        size_t total = plain->bytes.total + secondary + buffers;
+        ZeroTraceEvent* events = NULL;
+        int capacity = 0, count = 0;
+        if (trace_path) {
+            capacity = 3 * A * (24 * layout->num_units + 16) + 64;
+            events = (ZeroTraceEvent*)zero_calloc((size_t)capacity, sizeof(ZeroTraceEvent), "plan trace");
+        }
+        PlanStep st = plan_simulate(3, layout, net, tm, A, shard_add, mem_bw, &p, events, capacity, &count);
+        ZeroPPFormula fo = plan_pp_formula(&p, A, -1); // bytes
+        long long formula = (fo.forward + fo.backward + fo.gradients) / e, within0, across0; // elements of e bytes
+        plan_pp_split(&p, A, 0, &within0, &across0);
+        double node_across = net->nodes > 1 ? plan_pp_node_across(&p, A) : 0.0;
+        double tps = tokens / st.step_s, mfu = tps * pm->flops_per_token / (m->peak_flops * N);
+        int fits = (double)total <= budget;
+        char across_node[32];
+        if (net->nodes > 1) plan_gib(node_across, across_node, sizeof(across_node)); else snprintf(across_node, sizeof(across_node), "-");
+        fprintf(out, "%-22s | %-11s | %-10s | %-4s | %-10s | %-12s | %-11s | %6.1f ms | %6.1f ms | %6.1f ms | %6.1f ms | %6.1f ms | %10.0f | %5.1f%%\n",
+                p.label, plan_gib((double)(secondary + buffers), buf[0], 32), plan_gib((double)total, buf[1], 32), fits ? "yes" : "NO",
+                plan_gib((double)st.sent_elements * e, buf[2], 32), plan_gib((double)across0, buf[3], 32), across_node,
+                1e3 * st.compute_s, 1e3 * st.quantize_s, 1e3 * st.comm_s, 1e3 * st.exposed_s, 1e3 * st.step_s, tps, 100.0 * mfu);
+        fprintf(out, "plan_zeropp_json {\"label\":\"%s\",\"qw\":%d,\"hp\":%d,\"qg\":%d,\"qg_bits\":%d,\"block\":%d,\"grad_block\":%d,\"group_size\":%d,"
+                "\"num_groups\":%d,\"world_size\":%d,\"ranks_per_node\":%d,\"nodes\":%d,\"grad_accum_steps\":%d,\"element_bytes\":%d,"
+                "\"bytes_secondary\":%zu,\"bytes_buffers\":%zu,\"bytes_total\":%zu,\"fits\":%s,\"sent_elements\":%lld,"
+                "\"formula_bytes\":%lld,\"formula_forward_bytes\":%lld,\"formula_backward_bytes\":%lld,\"formula_gradient_bytes\":%lld,"
+                "\"rank0_within_bytes\":%lld,\"rank0_across_bytes\":%lld,\"node_across_bytes\":%.0f,\"quant_gbs\":%.3f,"
+                "\"compute_ms\":%.4f,\"quantize_ms\":%.4f,\"comm_ms\":%.4f,\"exposed_ms\":%.4f,\"step_ms\":%.4f,\"tokens_per_s\":%.2f,"
+                "\"mfu\":%.5f}\n", p.label, p.shape.qw, p.shape.hp, p.shape.qg, p.shape.qg_bits, p.shape.block, p.shape.grad_block,
+                p.shape.group_size, p.num_groups, N, rpn, net->nodes, A, e, secondary, buffers, total, fits ? "true" : "false", st.sent_elements,
+                formula * e, fo.forward, fo.backward, fo.gradients, within0, across0, node_across, quant_bw / 1e9,
+                1e3 * st.compute_s, 1e3 * st.quantize_s, 1e3 * st.comm_s, 1e3 * st.exposed_s, 1e3 * st.step_s, tps, mfu);
+        if (st.sent_elements != formula)
+            fprintf(out, "plan: warning: %s: the simulated schedule sends %lld elements, zero/zeropp.h's formula %lld\n", p.label,
+                    st.sent_elements, formula);
+        if (trace_path && events) {
+            char name[64], path[4300];
+            snprintf(name, sizeof(name), "zeropp_%s", p.label);
+            for (char* c = name; *c; c++) if (!isalnum((unsigned char)*c) && *c != '_') *c = '_';
+            plan_trace_path(trace_path, name, path, sizeof(path));
+            ZeroTraceInfo info = {0, N, 1, 3, A, 0, "plan", "plan", e};
+            zero_trace_write(path, events, count, layout, 3, &info);
+        }
+        free(events);
+    }
+    fprintf(out, "plan: zero++: extra mem = hpZ's secondary shard + qwZ's packet and qgZ's staging buffers per rank; sent/rank = "
+            "bytes per rank per step (the simulated schedule's, = the formula); across/rank0 = rank 0's bytes to other nodes; "
+            "across/node = what each node's ranks send to other nodes; quantize = the compute side's (de)quantize time%s\n",
+            pm->has_master ? " (this build's runs on the comm stream, in comm)" : "");
+    return 0;
+}
+
 /*
  * Plan `pm` (its world_size ranks) on machine `m` for ZeRO stages 0-3 and print the table to
  * `out`, then one "plan_json {...}" line per stage (the numbers, for scripts and tests). With
  * trace_path (-tr FILE), also writes each stage's predicted timeline to
- * FILE.plan.stage<S>.json in the trace's format (scripts/plot_timeline.py draws it).
- * Returns 0, or 1 when no stage fits.
+ * FILE.plan.stage<S>.json in the trace's format (scripts/plot_timeline.py draws it). Then, with
+ * pp (more than one rank), the ZeRO++ rows beside stage 3 (plan_print_zeropp).
+ * Returns 0, or 1 when no stage fits or the ZeRO++ flags do not fit the world.
  */
-static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* init, const char* trace_path, FILE* out) {
+static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* init, const char* trace_path, const PlanPPFlags* pp,
+                      FILE* out) {
     PlanMachine mm = *m_in;
     const PlanMachine* m = &mm;
     const GPT2Config* cfg = pm->config;
@@ -118,7 +222,7 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
             capacity = 3 * (A * (12 * layout.num_units + 4 * layout.num_wte_units + 16) + 3 * layout.num_units) + 64;
             events = (ZeroTraceEvent*)zero_calloc((size_t)capacity, sizeof(ZeroTraceEvent), "plan trace");
         }
-        p->step = plan_simulate(stage, &layout, &net, &tm, A, shard_add, mem_bw, events, capacity, &count);
+        p->step = plan_simulate(stage, &layout, &net, &tm, A, shard_add, mem_bw, NULL, events, capacity, &count);
         p->tokens_per_s = tokens / p->step.step_s;
         p->mfu = p->tokens_per_s * pm->flops_per_token / (m->peak_flops * N);
         p->fits = (double)b->total <= budget;
@@ -132,9 +236,9 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
                 p->fits ? "yes" : "NO", plan_gib(sent_bytes, buf[6], 32), across, 1e3 * p->step.compute_s, 1e3 * p->step.comm_s,
                 1e3 * p->step.exposed_s, 1e3 * p->step.step_s, p->tokens_per_s, 100.0 * p->mfu);
         if (trace_path && events) {
-            size_t n = strlen(trace_path);
-            char path[4300];
-            snprintf(path, sizeof(path), "%.*s.plan.stage%d.json", n > 5 ? (int)(n - 5) : (int)n, trace_path, stage);
+            char path[4300], what[16];
+            snprintf(what, sizeof(what), "stage%d", stage);
+            plan_trace_path(trace_path, what, path, sizeof(path));
             ZeroTraceInfo info = {0, N, 1, 3, A, 0, "plan", "plan", e};
             zero_trace_write(path, events, count, &layout, stage, &info);
         }
@@ -160,8 +264,9 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
                 net.nodes > 1 ? (double)p->step.sent_elements * e : 0.0, flops, mem_bw, m->rank_rates_ranks, 1e3 * p->step.compute_s, 1e3 * p->step.comm_s,
                 1e3 * p->step.exposed_s, 1e3 * p->step.step_s, p->tokens_per_s, p->mfu);
     }
+    int pp_bad = pp != NULL && N > 1 && plan_print_zeropp(pm, m, &layout, &net, &tm, rpn, mem_bw, budget, &st[3], pp, trace_path, out) != 0;
     param_layout_free(&layout);
-    return any_fits ? 0 : 1;
+    return any_fits && !pp_bad ? 0 : 1;
 }
 
 #endif // ZERO_PLAN_H

@@ -34,14 +34,31 @@ static PlanNet plan_net(const PlanMachine* m, int N, int element_bytes) {
     return net;
 }
 
-// Seconds for a ring collective of n elements (n divisible by N): `steps` ring steps of one
-// chunk, `reduce_steps` of them adding the received chunk (read two, write one).
-static double plan_ring_seconds(const PlanNet* net, size_t n, int steps, int reduce_steps) {
-    if (net->N == 1) return 0.0;
-    double chunk = (double)(n / (size_t)net->N) * net->element_bytes;
+// Seconds for `steps` ring steps of `chunk` bytes each, `reduce_steps` of them adding the
+// received chunk (read two, write one).
+static double plan_ring_chunk_seconds(const PlanNet* net, double chunk, int steps, int reduce_steps) {
     double t = steps * (net->alpha + chunk / net->beta);
     if (net->reduce_bw > 0) t += reduce_steps * 3.0 * chunk / net->reduce_bw;
     return t;
+}
+
+// Seconds for a ring collective of n elements (n divisible by N): `steps` ring steps of one
+// chunk, `reduce_steps` of them adding the received chunk.
+static double plan_ring_seconds(const PlanNet* net, size_t n, int steps, int reduce_steps) {
+    if (net->N == 1) return 0.0;
+    return plan_ring_chunk_seconds(net, (double)(n / (size_t)net->N) * net->element_bytes, steps, reduce_steps);
+}
+
+/*
+ * Seconds for an all-to-all over p ranks sending `message` bytes to each other rank: the
+ * pairwise exchange (Thakur, Rabenseifner and Gropp 2005: MPICH's MPI_Alltoall for long
+ * messages), p-1 steps, each exchanging one message with one partner at alpha + message / beta
+ * (latency alpha, bandwidth beta per rank). NCCL runs an all-to-all as grouped point-to-point
+ * sends, all pairs at once; when each rank's own link is the limit its time is the same bytes
+ * over the same beta.
+ */
+static double plan_all_to_all_seconds(int p, double message, double alpha, double beta) {
+    return p > 1 ? (p - 1) * (alpha + message / beta) : 0.0;
 }
 
 // A scalar all-reduce: recursive doubling, ceil(log2 N) exchanges there and back (latency only).

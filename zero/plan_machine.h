@@ -29,6 +29,7 @@ typedef struct {
     // zero/plan_compute.h).
     double rank_flops, rank_mem_bw;
     int rank_rates_ranks;
+    double quant_bw;       // ZeRO++'s (de)quantize passes, bytes/s streamed (quant_gbs); 0: measured (cpu) or the memory rate
 } PlanMachine;
 
 /*
@@ -84,7 +85,8 @@ static int plan_machine_preset(const char* name, PlanMachine* m) {
  * mem_gib (device memory), reserve_gib, rpn (ranks per node), intra_gbs (GB/s per rank),
  * intra_us, inter_gbit (Gbit/s per node), inter_us, inter_eff (payload fraction of the link
  * rate), cores (per node), threads (per rank), hosts_here (cpu: how many of the nodes are
- * simulated on this machine, sharing its cores: tests/cluster.sh). Returns 0, or -1 after
+ * simulated on this machine, sharing its cores: tests/cluster.sh), quant_gbs (ZeRO++'s
+ * quantize and dequantize passes, GB/s streamed). Returns 0, or -1 after
  * printing the error line.
  */
 static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
@@ -123,9 +125,10 @@ static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
         else if (strcmp(tok, "cores") == 0) m->cores = (int)v;
         else if (strcmp(tok, "threads") == 0) m->threads_per_rank = (int)v;
         else if (strcmp(tok, "hosts_here") == 0) m->hosts_here = (int)v;
+        else if (strcmp(tok, "quant_gbs") == 0) m->quant_bw = v * 1e9;
         else {
             fprintf(stderr, "error: --plan %s: unknown key '%s'; expected peak_tflops, gemm_eff, mem_gbs, mem_gib, reserve_gib, "
-                    "rpn, intra_gbs, intra_us, inter_gbit, inter_us, inter_eff, cores, threads or hosts_here\n", spec, tok);
+                    "rpn, intra_gbs, intra_us, inter_gbit, inter_us, inter_eff, cores, threads, hosts_here or quant_gbs\n", spec, tok);
             return -1;
         }
     }

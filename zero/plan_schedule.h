@@ -17,7 +17,11 @@
  * whole encoder's and LM head's times its share of wte's rows. Exposed communication is the time compute
  * waits. Three steps are simulated and the third reported (the all-gathers of one step run into
  * the next one's forward). Part of the ZeRO engine's planner (the map is in zero.cuh; the
- * overview in zero/plan.h).
+ * overview in zero/plan.h). With ZeRO++ (a PlanPP, zero/plan_zeropp.h) the stage-3 gathers and the
+ * gradient reductions go its way: qwZ's and hpZ's gathers issued as the plain ones (wte's chunks
+ * in backward for the LM head's recompute too), qgZ's two all-to-alls for every reduction (a wte
+ * chunk's two included); the CPU build waits for each all-to-all at once (the compute side stands
+ * still) and (de)quantizes on the compute side, the GPU build queues all of it on the comm stream.
  */
 #ifndef ZERO_PLAN_SCHEDULE_H
 #define ZERO_PLAN_SCHEDULE_H
@@ -25,7 +29,7 @@
 #error "zero/plan_schedule.h is part of the ZeRO engine; include zero.cuh"
 #endif
 
-typedef struct { int unit; double done; long long age; } PlanSlot;
+typedef struct { int unit; double done; long long age; double dequantize_s; } PlanSlot; // dequantize_s: ZeRO++ qwZ, at first use
 
 typedef struct {
     int stage, num_units, L;
@@ -41,24 +45,34 @@ typedef struct {
     double shard_add_bytes_per_element; // CPU stages 2, 3: adding the reduced slice into the shard
     double mem_bw;
     ZeroTraceEvent* trace; int trace_count, trace_capacity, step; // the predicted timeline (--plan with -tr)
+    const PlanPP* pp;    // ZeRO++ (zero/plan_zeropp.h), NULL: plain
+    int backward;        // the pass the gathers serve (zero_pp_pass)
+    double quantize_s;   // ZeRO++'s (de)quantize time on the compute side
 } PlanSim;
 
-static void plan_sim_trace(PlanSim* s, int kind, int phase, int unit, int op_kind, double begin, double end, long long elements) {
+static void plan_sim_trace_what(PlanSim* s, int kind, int phase, int unit, int op_kind, double begin, double end, long long elements,
+                                const char* what) {
     if (s->trace == NULL || s->trace_count == s->trace_capacity || (kind != ZERO_TRACE_EV_STEP && end <= begin)) return;
     ZeroTraceEvent* e = &s->trace[s->trace_count++];
     memset(e, 0, sizeof(*e));
     e->kind = kind; e->phase = phase; e->unit = unit; e->op_kind = op_kind; e->step = s->step;
-    e->begin = e->issued = begin; e->end = end; e->elements = elements; e->ev_begin = e->ev_end = -1;
+    e->begin = e->issued = begin; e->end = end; e->elements = elements; e->ev_begin = e->ev_end = -1; e->what = what;
+}
+static void plan_sim_trace(PlanSim* s, int kind, int phase, int unit, int op_kind, double begin, double end, long long elements) {
+    plan_sim_trace_what(s, kind, phase, unit, op_kind, begin, end, elements, NULL);
 }
 
 // A collective of `seconds` issued now: the link serves it after the ones before it.
-static double plan_issue(PlanSim* s, ZeroOpKind kind, int unit, double seconds, long long elements) {
+static double plan_issue_what(PlanSim* s, ZeroOpKind kind, int unit, double seconds, long long elements, const char* what) {
     double start = fmax(s->t, s->link_free);
     s->link_free = start + seconds;
     s->comm_busy += seconds;
     s->sent += elements;
-    plan_sim_trace(s, ZERO_TRACE_EV_COMM, 0, unit, kind, start, s->link_free, elements);
+    plan_sim_trace_what(s, ZERO_TRACE_EV_COMM, 0, unit, kind, start, s->link_free, elements, what);
     return s->link_free;
+}
+static double plan_issue(PlanSim* s, ZeroOpKind kind, int unit, double seconds, long long elements) {
+    return plan_issue_what(s, kind, unit, seconds, elements, NULL);
 }
 
 static void plan_wait(PlanSim* s, double done, ZeroOpKind kind, int unit) {
@@ -73,6 +87,13 @@ static void plan_wait(PlanSim* s, double done, ZeroOpKind kind, int unit) {
 static void plan_compute(PlanSim* s, int phase, int unit, double seconds) {
     plan_sim_trace(s, ZERO_TRACE_EV_COMPUTE, phase, unit, 0, s->t, s->t + seconds, 0);
     s->t += seconds;
+}
+
+// ZeRO++'s quantize and dequantize passes on the compute side (CPU build).
+static void plan_quantize(PlanSim* s, int unit, double seconds) {
+    if (seconds <= 0) return;
+    plan_compute(s, s->backward ? ZERO_TRACE_BACKWARD : ZERO_TRACE_FORWARD, unit, seconds);
+    s->quantize_s += seconds;
 }
 
 static PlanSlot* plan_find(PlanSlot* w, int unit) {
@@ -93,6 +114,15 @@ static PlanSlot* plan_gather(PlanSim* s, int unit) {
     PlanSlot* w = plan_take(s, s->param_work, unit);
     if (w == NULL) return NULL;
     size_t n = plan_unit_numel(s, unit);
+    double link_s, quantize_s;
+    long long elements;
+    const char* what;
+    w->dequantize_s = 0.0;
+    if (s->pp && plan_pp_gather(s->pp, unit, s->backward, &link_s, &elements, &quantize_s, &w->dequantize_s, &what)) { // ZeRO++
+        plan_quantize(s, unit, quantize_s);
+        w->done = plan_issue_what(s, s->backward ? ZERO_OP_GROUP_ALL_GATHER : ZERO_OP_ALL_GATHER, unit, link_s, elements, what);
+        return w;
+    }
     w->done = plan_issue(s, ZERO_OP_ALL_GATHER, unit, plan_ring_seconds(s->net, n, s->net->N - 1, 0),
                          zero_ring_all_gather_elements(n, s->net->N));
     return w;
@@ -103,6 +133,7 @@ static void plan_params(PlanSim* s, int unit) { // zero_params_unit
         PlanSlot* w = plan_find(s->param_work, unit);
         if (w == NULL) w = plan_gather(s, unit);
         if (w != NULL) plan_wait(s, w->done, ZERO_OP_ALL_GATHER, unit);
+        if (w != NULL) { plan_quantize(s, unit, w->dequantize_s); w->dequantize_s = 0.0; } // ZeRO++ qwZ: once, at first use
     } else if (s->stage == 1 || s->stage == 2) {
         plan_wait(s, s->param_done[unit], ZERO_OP_ALL_GATHER, unit);
         s->param_done[unit] = 0.0;
@@ -136,12 +167,32 @@ static void plan_grads(PlanSim* s, int unit) { // zero_grads_unit (stages 2, 3: 
     plan_take(s, s->grad_work, unit);
 }
 
-// zero_grads_unit_partly_ready: stages 2, 3 reduce-scatter a wte chunk's LM-head part now.
+/*
+ * Stages 2, 3: reduce-scatter `unit`'s gradient working unit (zero_grad_reduce): each unit once a
+ * micro-step as backward finishes it, a wte chunk twice (zero_grads_unit_partly_ready: its
+ * LM-head part right after the LM head's backward, its encoder rows at the end). ZeRO++ qgZ: two
+ * all-to-alls; the CPU build waits for each at once (the compute side stands still), the GPU
+ * build queues them on the comm stream behind backward, as the plain reduce-scatter.
+ */
 static void plan_grads_reduce(PlanSim* s, int unit) {
     size_t n = plan_unit_numel(s, unit);
     int N = s->net->N;
     PlanSlot* w = plan_find(s->grad_work, unit);
     if (N == 1) { plan_grad_finish(s, w); return; }
+    if (s->pp && s->pp->shape.qg) {
+        PlanPPReduce r = plan_pp_reduce(s->pp, unit);
+        int int4 = s->pp->shape.qg_bits == 4; // the engine's labels (zero_pp_grad_reduce_scatter)
+        const char* what[2] = {int4 ? "gradients (qgZ int4, within the group)" : "gradients (qgZ int8, within the group)",
+                               int4 ? "gradients (qgZ int4, across groups)" : "gradients (qgZ int8, across groups)"};
+        w->done = s->t;
+        for (int phase = 0; phase < 2; phase++) {
+            if (r.elements[phase] == 0) continue;
+            plan_quantize(s, unit, r.quantize_s[phase]);
+            w->done = plan_issue_what(s, ZERO_OP_ALL_TO_ALL, unit, r.link_s[phase], r.elements[phase], what[phase]);
+            if (!s->pp->gpu_build) { plan_wait(s, w->done, ZERO_OP_ALL_TO_ALL, unit); plan_quantize(s, unit, r.dequantize_s[phase]); }
+        }
+        return;
+    }
     w->done = plan_issue(s, ZERO_OP_REDUCE_SCATTER, unit, plan_ring_seconds(s->net, n, N - 1, N - 1), zero_ring_reduce_scatter_elements(n, N));
 }
 
@@ -165,6 +216,7 @@ static void plan_grads_ready(PlanSim* s, int unit, int last_micro_step) { // zer
 typedef struct {
     double compute_s, comm_s, exposed_s, step_s;
     long long sent_elements; // per rank per step, summed over the simulated schedule's collectives
+    double quantize_s;       // ZeRO++'s (de)quantize passes on the compute side (not in compute_s)
 } PlanStep;
 
 typedef struct {
@@ -186,6 +238,7 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
 #define PLAN_RUN(phase, unit, seconds) do { plan_compute(s, phase, unit, seconds); busy += (seconds); } while (0)
     for (int micro = 0; micro < A; micro++) {
         int last = micro == A - 1;
+        s->backward = 0; // zero_pp_pass(z, 0)
         // forward: the encoder chunk by chunk, the layers, the final LayerNorm, the LM head chunk by chunk
         for (int k = 0; k < K; k++) {
             int u = wte_unit(layout, k);
@@ -203,11 +256,14 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
         plan_params_done(s, final_unit);
         for (int k = 0; k < K; k++) {
             int u = wte_unit(layout, k);
-            plan_params(s, u); plan_prefetch(s, k + 1 < K ? wte_unit(layout, k + 1) : wte_unit(layout, 0)); // backward's first
+            plan_params(s, u);
+            if (k + 1 == K) s->backward = 1; // zero_pp_pass(z, 1): this prefetch serves backward's LM head
+            plan_prefetch(s, k + 1 < K ? wte_unit(layout, k + 1) : wte_unit(layout, 0)); // backward's first
             PLAN_RUN(ZERO_TRACE_FORWARD, zero_trace_lm_head(k), tm->head_fwd * plan_wte_share(layout, k));
             plan_params_done(s, u);
         }
         // backward: the LM head chunk by chunk, each chunk's LM-head gradient reduced right after it
+        s->backward = 1;
         for (int k = 0; k < K; k++) {
             int u = wte_unit(layout, k);
             plan_params(s, u); plan_prefetch(s, k + 1 < K ? wte_unit(layout, k + 1) : final_unit); plan_grads(s, u);
@@ -267,7 +323,8 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
  * timeline (trace, capacity events; *count set) as the trace's events, steps 1-3.
  */
 static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNet* net, const PlanTimes* tm, int A,
-                              double shard_add_bytes_per_element, double mem_bw, ZeroTraceEvent* trace, int capacity, int* count) {
+                              double shard_add_bytes_per_element, double mem_bw, const PlanPP* pp, ZeroTraceEvent* trace, int capacity,
+                              int* count) {
     PlanSim s;
     memset(&s, 0, sizeof(s));
     s.stage = stage;
@@ -282,10 +339,11 @@ static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNe
     s.mem_bw = mem_bw;
     s.trace = trace;
     s.trace_capacity = capacity;
+    s.pp = pp;
     PlanStep r = {0};
     for (int step = 1; step <= 3; step++) {
         s.step = step;
-        double begin = s.t, exposed0 = s.exposed, busy0 = s.comm_busy, compute = 0.0;
+        double begin = s.t, exposed0 = s.exposed, busy0 = s.comm_busy, quantize0 = s.quantize_s, compute = 0.0;
         long long sent0 = s.sent;
         plan_sim_trace(&s, ZERO_TRACE_EV_STEP, 0, -1, 0, begin, begin, 0); // placeholder, end set below
         int step_event = s.trace_count - 1;
@@ -297,6 +355,7 @@ static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNe
         r.comm_s = s.comm_busy - busy0;
         r.compute_s = compute;
         r.sent_elements = s.sent - sent0;
+        r.quantize_s = s.quantize_s - quantize0;
     }
     if (count) *count = s.trace_count;
     free(s.grad_done);

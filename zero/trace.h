@@ -11,7 +11,11 @@
  *                          chunk by chunk; the optimizer); inside those, every wait the compute
  *                          side spends on a collective (cat "wait": the exposed communication)
  *   tid 1 "communication"  each collective from its start to its completion: kind, unit,
- *                          elements and bytes (the ring count of zero/layout.h), issue time
+ *                          elements and bytes (the ring count of zero/layout.h), issue time;
+ *                          ZeRO++'s collectives too (zero/zeropp.h), their kind naming the
+ *                          code format ("all_gather int8" qwZ, "all_gather (group)" hpZ,
+ *                          "all_to_all int4"/"int8" qgZ), "what" the engine's label of the
+ *                          buffer, elements as the engine counts them (packet words)
  * Times in microseconds from a barrier at the trace's start, so ranks line up (to its skew).
  *
  * CPU build: the host clock at each hook. A collective is issued in zero_op_begin and complete
@@ -64,7 +68,8 @@ typedef struct {
     int phase, unit;   // compute: ZeroTracePhase and unit (zero_trace_lm_head(k): the LM head on chunk k)
     int op_kind;       // wait, comm: ZeroOpKind (wait: ZERO_OP_NONE when it waits for every collective)
     int step, micro_step;
-    long long elements; // comm: ring count sent by this rank
+    long long elements; // comm: ring count sent by this rank (ZeRO++: its own count, zero/zeropp.h)
+    const char* what;   // wait, comm: the engine's label of the buffer (ZeroOp.what; names ZeRO++'s code format)
     double begin, end, issued; // seconds from the trace's start (GPU: filled from events at the end)
     int ev_begin, ev_end;      // GPU: event pool indices (-1: none)
     int host;                  // GPU: begin and end are host clock times (a host wait or collective)
@@ -75,6 +80,7 @@ typedef struct {
     const void* op;
     int op_kind, unit, step;
     long long elements;
+    const char* what;
     double issued, done; // done < 0: not seen complete yet
 } ZeroTraceInFlight;
 
@@ -291,6 +297,7 @@ static void zero_trace_issue(const ZeroOp* op, long long elements) {
         f->unit = op->unit;
         f->step = t->step;
         f->elements = elements;
+        f->what = op->what;
         f->issued = zero_trace_now();
         f->done = -1.0;
     } else {
@@ -322,6 +329,7 @@ static void zero_trace_wait(const ZeroOp* op, double begin, double end) {
         if (e != NULL) {
             e->op_kind = op->kind;
             e->unit = op->unit;
+            e->what = op->what;
             e->begin = begin;
             e->end = end;
             e->host = 1;
@@ -339,6 +347,7 @@ static void zero_trace_wait(const ZeroOp* op, double begin, double end) {
             e->step = f->step;
             e->micro_step = -1;
             e->elements = f->elements;
+            e->what = f->what;
             e->issued = e->begin = f->issued;
             e->end = done;
             e->host = 1;
@@ -358,7 +367,8 @@ static int zero_trace_device_collective_begin(ZeroEngine* z) {
     return zero_trace_record(z->comm);
 }
 
-static void zero_trace_device_collective_end(ZeroEngine* z, int begin_ev, ZeroOpKind kind, int unit, long long elements) {
+static void zero_trace_device_collective_end(ZeroEngine* z, int begin_ev, ZeroOpKind kind, int unit, long long elements,
+                                             const char* what) {
     if (!ZERO_TRACE || begin_ev < 0) return;
     ZeroTraceEvent* e = zero_trace_add(ZERO_TRACE_EV_COMM);
     if (e == NULL) return;
@@ -366,6 +376,7 @@ static void zero_trace_device_collective_end(ZeroEngine* z, int begin_ev, ZeroOp
     e->unit = unit;
     e->micro_step = -1;
     e->elements = elements;
+    e->what = what;
     e->issued = zero_trace_now(); // host enqueue time, for reference
     e->ev_begin = begin_ev;
     e->ev_end = zero_trace_record(z->comm);
@@ -411,6 +422,18 @@ static void zero_trace_unit_label(const ParamLayout* layout, int unit, char* buf
     else if (unit == final_unit) snprintf(buf, cap, "final");
     else if (unit > final_unit) snprintf(buf, cap, "wte %d", unit - final_unit); // wte's vocab chunk k = unit - L - 1
     else snprintf(buf, cap, "layer %d", unit - 1);
+}
+
+/*
+ * A collective's kind as the trace names it: the engine's kind, and for ZeRO++'s quantized ones
+ * the code format their label names (zero/zeropp.h: "all_gather int8" for qwZ's gather,
+ * "all_to_all int4" or "all_to_all int8" for qgZ's); hpZ's is "all_gather (group)", fp32 or bf16.
+ */
+static const char* zero_trace_kind(int op_kind, const char* what, char* buf, size_t cap) {
+    const char* format = what == NULL ? NULL : strstr(what, "int8") ? "int8" : strstr(what, "int4") ? "int4" : NULL;
+    if (format) snprintf(buf, cap, "%s %s", zero_op_names[op_kind], format);
+    else snprintf(buf, cap, "%s", zero_op_names[op_kind]);
+    return buf;
 }
 
 static int zero_trace_by_begin(const void* a, const void* b) {
@@ -463,7 +486,7 @@ static int zero_trace_write(const char* path, ZeroTraceEvent* events, int count,
         const ZeroTraceEvent* e = &events[i];
         if (e->kind < 0 || e->end < e->begin) continue;
         if (e->kind == ZERO_TRACE_EV_COMM && e->end < first_step_begin) continue;
-        char name[96], unit[32];
+        char name[160], unit[32], kind[48];
         zero_trace_unit_label(layout, e->unit, unit, sizeof(unit));
         double ts = e->begin * 1e6, dur = (e->end - e->begin) * 1e6;
         fprintf(f, ",\n");
@@ -477,17 +500,18 @@ static int zero_trace_write(const char* path, ZeroTraceEvent* events, int count,
                     "\"args\":{\"step\":%d,\"micro_step\":%d,\"unit\":%d}}", zero_trace_phase_names[e->phase], name, r, ts, dur,
                     e->step, e->micro_step, e->unit);
         } else if (e->kind == ZERO_TRACE_EV_WAIT) {
-            const char* what = e->op_kind == ZERO_OP_NONE ? "collectives" : zero_op_names[e->op_kind];
+            const char* what = e->op_kind == ZERO_OP_NONE ? "collectives" : zero_trace_kind(e->op_kind, e->what, kind, sizeof(kind));
             snprintf(name, sizeof(name), "wait %s %s", what, e->unit >= 0 ? unit : "");
             fprintf(f, "{\"ph\":\"X\",\"cat\":\"wait\",\"name\":\"%s\",\"pid\":%d,\"tid\":0,\"ts\":%.3f,\"dur\":%.3f,"
                     "\"args\":{\"step\":%d,\"micro_step\":%d,\"unit\":%d,\"kind\":\"%s\"}}", name, r, ts, dur, e->step,
                     e->micro_step, e->unit, what);
         } else {
-            snprintf(name, sizeof(name), "%s %s", zero_op_names[e->op_kind], e->unit >= 0 ? unit : "");
+            zero_trace_kind(e->op_kind, e->what, kind, sizeof(kind));
+            snprintf(name, sizeof(name), "%s %s", kind, e->unit >= 0 ? unit : "");
             fprintf(f, "{\"ph\":\"X\",\"cat\":\"comm\",\"name\":\"%s\",\"pid\":%d,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,"
-                    "\"args\":{\"step\":%d,\"unit\":%d,\"kind\":\"%s\",\"elements\":%lld,\"bytes\":%lld,\"issued_us\":%.3f,"
-                    "\"queued_us\":%.3f}}", name, r, ts, dur, e->step, e->unit, zero_op_names[e->op_kind], e->elements,
-                    e->elements * (long long)info->element_bytes, e->issued * 1e6, (e->begin - e->issued) * 1e6);
+                    "\"args\":{\"step\":%d,\"unit\":%d,\"kind\":\"%s\",\"what\":\"%s\",\"elements\":%lld,\"bytes\":%lld,"
+                    "\"issued_us\":%.3f,\"queued_us\":%.3f}}", name, r, ts, dur, e->step, e->unit, kind, e->what ? e->what : "",
+                    e->elements, e->elements * (long long)info->element_bytes, e->issued * 1e6, (e->begin - e->issued) * 1e6);
         }
     }
     fprintf(f, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"rank\":%d,\"world_size\":%d,\"zero_stage\":%d,\"host\":\"%s\","

@@ -153,35 +153,75 @@ static int zero_pp_wte_unit(const ParamLayout* layout, int unit) {
 }
 
 /*
- * The header's formulas in bytes per rank per step with A micro-steps, for both builds (the GPU
- * build's zero/zeropp_gpu.cuh uses them as they are, the CPU build through zero_pp_formula):
- * elem_bytes is the width of what the unquantized collectives move (4: the CPU build's fp32, 2:
- * the GPU build's bf16); packets are the same bytes in both. qw, hp (K; 1: off), qg, qg_bits as
- * the flags, block and grad_block the elements per block of qwZ's and qgZ's codes; G ranks a
- * group (H = N/G groups). Parameter gathers for forward (stage 2: the one all-gather after
- * AdamW, untouched by ZeRO++), for backward (stage 3), and the gradient reduction.
+ * The header's formulas in bytes per rank per step with A micro-steps, for both builds and the
+ * planner (zero/plan_zeropp.h, for a world it does not run): the CPU build prints them through
+ * zero_pp_formula, the GPU build's zero/zeropp_gpu.cuh as they are. elem_bytes is the width of
+ * what the unquantized collectives move (4: the CPU build's fp32, 2: the GPU build's bf16);
+ * packets are the same bytes in both. A ZeroPPShape holds the flags as set up (hp = K, 1: off;
+ * block and grad_block the elements per block of qwZ's and qgZ's codes) and G ranks a group
+ * (H = N/G groups); NULL: plain stage `stage`. `stage`: the engine's ZERO_STAGE, the planner's
+ * rows stage 3 in any binary. unit >= 0: that unit's terms alone (the planner issues each
+ * unit's share where the engine issues it), -1: all units. Parameter gathers for forward
+ * (stage 2: the one all-gather after AdamW, untouched by ZeRO++), for backward (stage 3), the
+ * gradient reduction, and of it qgZ's all-to-all within the group and across groups (the split
+ * within/across hosts needs them apart; 0 without qgZ).
  */
-typedef struct { long long forward, backward, gradients; } ZeroPPFormula;
-static ZeroPPFormula zero_pp_formula_bytes(const ParamLayout* layout, int world_size, int grad_accum_steps, int elem_bytes, int qw,
-                                           int hp, int qg, int qg_bits, int block, int grad_block, int group_size) {
-    long long N = world_size, A = grad_accum_steps, E = elem_bytes, G = group_size, H = N / group_size;
-    ZeroPPFormula f = {0, 0, 0};
+typedef struct { int qw, hp, qg, qg_bits, block, grad_block, group_size; } ZeroPPShape;
+typedef struct { long long forward, backward, gradients, gradients_within_group, gradients_across_groups; } ZeroPPFormula;
+static ZeroPPFormula zero_pp_formula_bytes(const ParamLayout* layout, int stage, int unit_only, int world_size, int grad_accum_steps,
+                                           int elem_bytes, const ZeroPPShape* pp) {
+    static const ZeroPPShape off = {0, 1, 0, 8, ZERO_PP_DEFAULT_BLOCK, ZERO_PP_DEFAULT_GRAD_BLOCK, 1};
+    if (pp == NULL) pp = &off;
+    long long N = world_size, A = grad_accum_steps, E = elem_bytes, G = pp->group_size, H = N / pp->group_size;
+    int qw = pp->qw, hp = pp->hp, qg = pp->qg && N > 1;
+    ZeroPPFormula f = {0, 0, 0, 0, 0};
     for (int unit = 0; unit < layout->num_units; unit++) {
+        if (unit_only >= 0 && unit != unit_only) continue;
         size_t S = layout->units[unit].shard_numel, P = layout->units[unit].padded_numel;
         long long plain = E * (long long)S * (N - 1); // a ring all-gather or reduce-scatter of the unit
         int wte = zero_pp_wte_unit(layout, unit), reductions = wte ? 2 : 1; // wte: LM head's part, encoder's rows
-        if (ZERO_STAGE == 3) {
-            long long gathered = qw ? 4 * (long long)zero_pp_packet_words(S, 8, block) * (N - 1) : plain;
+        if (stage == 3) {
+            long long gathered = qw ? 4 * (long long)zero_pp_packet_words(S, 8, pp->block) * (N - 1) : plain;
             f.forward += A * (wte ? 2 : 1) * gathered; // wte's chunks: encoder and LM head
             if (hp > 1) f.backward += A * E * (long long)(hp - 1) * (long long)(P / (size_t)hp);
             else f.backward += A * (wte ? gathered : plain); // wte's chunks: the LM head's recompute, as forward's weights
         } else {
             f.forward += plain;
         }
-        if (qg && N > 1) f.gradients += A * reductions * ((G - 1) * H + (H - 1)) * 4 * (long long)zero_pp_packet_words(S, qg_bits, grad_block);
-        else f.gradients += A * reductions * plain;
+        if (qg) {
+            long long W = 4 * (long long)zero_pp_packet_words(S, pp->qg_bits, pp->grad_block); // a packet's bytes
+            f.gradients_within_group += A * reductions * (G - 1) * H * W;
+            f.gradients_across_groups += A * reductions * (H - 1) * W;
+            f.gradients += A * reductions * ((G - 1) * H + (H - 1)) * W;
+        } else {
+            f.gradients += A * reductions * plain;
+        }
     }
     return f;
+}
+
+/*
+ * The formula f (bytes) split for `rank`: what it sends to ranks on its own host and to other
+ * hosts (is_across(rank, r, ctx): is rank r on another host than `rank`?). The ring's bytes go to
+ * rank + 1; hpZ's group gather and qgZ's first all-to-all to the group's other ranks (rank =
+ * group index x G + place), qgZ's second to the other groups' rank at this place, in equal
+ * shares. The engine splits with the handshake's hosts, the planner with ranks placed node by node.
+ */
+typedef int (*ZeroPPAcross)(int rank, int r, const void* ctx);
+static void zero_pp_formula_split_bytes(const ZeroPPFormula* f, int world_size, const ZeroPPShape* pp, int rank,
+                                        ZeroPPAcross is_across, const void* ctx, long long* within, long long* across) {
+    int N = world_size, G = pp->group_size, H = N / G, group_rank = rank % G, group_index = rank / G;
+    int hp = pp->hp > 1, qg = pp->qg && N > 1;
+    long long ring = f->forward + (hp ? 0 : f->backward) + (qg ? 0 : f->gradients);
+    int group_across = 0, cross_across = 0; // peers on other hosts
+    for (int k = 0; k < G; k++) group_across += k != group_rank && is_across(rank, group_index * G + k, ctx);
+    for (int m = 0; m < H; m++) cross_across += m != group_index && is_across(rank, m * G + group_rank, ctx);
+    long long a = N > 1 && is_across(rank, (rank + 1) % N, ctx) ? ring : 0;
+    if (hp && G > 1) a += f->backward / (G - 1) * group_across;
+    if (qg && G > 1) a += f->gradients_within_group / (G - 1) * group_across;
+    if (qg && H > 1) a += f->gradients_across_groups / (H - 1) * cross_across;
+    *across = a;
+    *within = f->forward + f->backward + f->gradients - a;
 }
 
 #if !ZERO_GPU_BUILD
@@ -397,7 +437,7 @@ static int zero_pp_grad_reduce_scatter(ZeroEngine* z, ZeroWorkingUnit* w, int un
             for (int m = 0; m < H; m++)
                 if (lp != l) zero_pp_pack((float*)(pp->send + ((size_t)lp * H + m) * Q), grads + (size_t)(m * G + lp) * S, S, bits, b);
         long long words = (long long)(G - 1) * H * (long long)(Q / 4);
-        zero_op_begin(z, &op, ZERO_OP_ALL_TO_ALL, unit, "gradients (qgZ within the group)", words);
+        zero_op_begin(z, &op, ZERO_OP_ALL_TO_ALL, unit, bits == 4 ? "gradients (qgZ int4, within the group)" : "gradients (qgZ int8, within the group)", words);
         pp->words_offring_step += words;
         for (int lp = 0; lp < G; lp++)
             if (lp != l && zero_pp_across(g * G + lp)) pp->words_offring_across_step += (long long)H * (long long)(Q / 4);
@@ -421,7 +461,7 @@ static int zero_pp_grad_reduce_scatter(ZeroEngine* z, ZeroWorkingUnit* w, int un
     if (H > 1) {
         for (int m = 0; m < H; m++) if (m != g) zero_pp_pack((float*)(pp->send + (size_t)m * Q), pp->partial + (size_t)m * S, S, bits, b);
         long long words = (long long)(H - 1) * (long long)(Q / 4);
-        zero_op_begin(z, &op, ZERO_OP_ALL_TO_ALL, unit, "gradients (qgZ across groups)", words);
+        zero_op_begin(z, &op, ZERO_OP_ALL_TO_ALL, unit, bits == 4 ? "gradients (qgZ int4, across groups)" : "gradients (qgZ int8, across groups)", words);
         pp->words_offring_step += words;
         for (int m = 0; m < H; m++) if (m != g && zero_pp_across(m * G + l)) pp->words_offring_across_step += (long long)(Q / 4);
         MPI_CHECK(MPI_Ialltoall(pp->send, (int)Q, MPI_BYTE, pp->recv, (int)Q, MPI_BYTE, pp->cross_comm, &op.request));
@@ -456,46 +496,27 @@ static void zero_pp_step_bytes(const ZeroEngine* z, long long* within, long long
     *within = 4 * (offring - offring_across + (right_across ? 0 : ring));
 }
 
+static ZeroPPShape zero_pp_shape(const ZeroPP* pp) {
+    ZeroPPShape s = {pp->qw, pp->hp, pp->qg, pp->qg_bits, pp->block, pp->grad_block, pp->group_size};
+    return s;
+}
+
 // The formulas of the header (zero_pp_formula_bytes) in words (fp32) per rank per step.
 static ZeroPPFormula zero_pp_formula(const ZeroEngine* z, int grad_accum_steps) {
-    const ZeroPP* pp = z->pp;
-    ZeroPPFormula f = zero_pp_formula_bytes(z->layout, z->world_size, grad_accum_steps, 4, pp ? pp->qw : 0, pp ? pp->hp : 1,
-                                            pp ? pp->qg : 0, pp ? pp->qg_bits : 8, pp ? pp->block : ZERO_PP_DEFAULT_BLOCK,
-                                            pp ? pp->grad_block : ZERO_PP_DEFAULT_GRAD_BLOCK, pp ? pp->group_size : 1);
-    f.forward /= 4, f.backward /= 4, f.gradients /= 4;
+    ZeroPPShape shape = {0};
+    if (z->pp) shape = zero_pp_shape(z->pp);
+    ZeroPPFormula f = zero_pp_formula_bytes(z->layout, ZERO_STAGE, -1, z->world_size, grad_accum_steps, 4, z->pp ? &shape : NULL);
+    f.forward /= 4, f.backward /= 4, f.gradients /= 4, f.gradients_within_group /= 4, f.gradients_across_groups /= 4;
     return f;
 }
 
-/*
- * The formula split for this rank, in bytes per step: what goes to ranks on its own host and to
- * other hosts. The ring's words go to rank + 1; hpZ's group gather and qgZ's first all-to-all to
- * the group's other ranks, qgZ's second to the other groups' rank at this place, in equal shares.
- */
+static int zero_pp_across_of(int rank, int r, const void* ctx) { (void)rank; (void)ctx; return zero_pp_across(r); }
+
+// This rank's split of the formula (the hosts from the handshake), in bytes per step.
 static void zero_pp_formula_split(const ZeroEngine* z, int grad_accum_steps, long long* within, long long* across) {
-    const ZeroPP* pp = z->pp;
-    ZeroPPFormula f = zero_pp_formula(z, grad_accum_steps);
-    int N = z->world_size, G = pp->group_size, H = pp->num_groups;
-    int hp = pp->hp > 1, qg = pp->qg && N > 1;
-    long long ring = f.forward + (hp ? 0 : f.backward), phase1 = 0, phase2 = 0;
-    if (qg) {
-        for (int unit = 0; unit < z->layout->num_units; unit++) {
-            long long W = (long long)zero_pp_grad_packet_words(pp, z->layout->units[unit].shard_numel);
-            W *= zero_pp_wte_unit(z->layout, unit) ? 2 : 1; // wte's chunks are reduced twice
-            phase1 += (long long)grad_accum_steps * (G - 1) * H * W;
-            phase2 += (long long)grad_accum_steps * (H - 1) * W;
-        }
-    } else {
-        ring += f.gradients;
-    }
-    int group_across = 0, cross_across = 0; // peers on other hosts
-    for (int k = 0; k < G; k++) group_across += k != pp->group_rank && zero_pp_across(pp->group_index * G + k);
-    for (int m = 0; m < H; m++) cross_across += m != pp->group_index && zero_pp_across(m * G + pp->group_rank);
-    long long a = N > 1 && zero_pp_across((z->rank + 1) % N) ? ring : 0;
-    if (hp && G > 1) a += f.backward / (G - 1) * group_across;
-    if (G > 1) a += phase1 / (G - 1) * group_across;
-    if (H > 1) a += phase2 / (H - 1) * cross_across;
-    *across = 4 * a;
-    *within = 4 * (f.forward + f.backward + f.gradients) - *across;
+    ZeroPPShape shape = zero_pp_shape(z->pp);
+    ZeroPPFormula f = zero_pp_formula_bytes(z->layout, ZERO_STAGE, -1, z->world_size, grad_accum_steps, 4, &shape);
+    zero_pp_formula_split_bytes(&f, z->world_size, &shape, z->rank, zero_pp_across_of, NULL, within, across);
 }
 
 // Start-up lines (rank 0): what ZeRO++ does, the memory it adds, the per-step formulas.

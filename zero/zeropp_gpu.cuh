@@ -181,10 +181,13 @@ static int zero_pp_device_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int un
     if (pp->backward && pp->hp > 1 && pp->secondary_ready[unit]) {
         int K = pp->hp;
         size_t part = u->padded_numel / (size_t)K;
-        zero_device_op_begin(z, &w->op, ZERO_OP_GROUP_ALL_GATHER, unit, "parameters (hpZ secondary shard)",
-                             (long long)(K - 1) * (long long)part);
+        const char* what = "parameters (hpZ secondary shard)";
+        long long sent = (long long)(K - 1) * (long long)part;
+        int traced = zero_trace_device_collective_begin(z); // -tr: the group gather's span on the comm stream
+        zero_device_op_begin(z, &w->op, ZERO_OP_GROUP_ALL_GATHER, unit, what, sent);
         NCCL_CHECK(ncclAllGather(pp->secondary + u->offset / (size_t)K, w->data, part, ncclBfloat16, pp->group_nccl, z->comm));
         CUDA_CHECK(cudaEventRecord(w->op.done, z->comm));
+        zero_trace_device_collective_end(z, traced, ZERO_OP_GROUP_ALL_GATHER, unit, sent, what);
         return 1;
     }
 #endif
@@ -192,10 +195,13 @@ static int zero_pp_device_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int un
     size_t S = u->shard_numel, W = 4 * zero_pp_packet_words(S, 8, b);
     uint8_t* packets = pp->packets[i], *own = packets + (size_t)z->rank * W;
     const float* master = z->master + zero_owned_offset(z->layout, ZERO_STAGE, ZERO_BUF_MASTER, z->rank, unit);
+    const char* what = "parameters (qwZ int8 codes)";
+    long long sent = (long long)(N - 1) * (long long)(W / 2);
+    int traced = N > 1 ? zero_trace_device_collective_begin(z) : -1; // -tr: quantize, gather, dequantize on the comm stream
     quantize_blocks_cuda(zero_pp_codes(own, S, b), zero_pp_scales(own), master, S, 8, b, z->comm);
     if (N > 1) {
 #if !ZERO_COMM_MPI
-        zero_device_op_begin(z, &w->op, ZERO_OP_ALL_GATHER, unit, "parameters (qwZ int8 codes)", (long long)(N - 1) * (long long)(W / 2));
+        zero_device_op_begin(z, &w->op, ZERO_OP_ALL_GATHER, unit, what, sent);
         NCCL_CHECK(ncclAllGather(own, packets, W / 2, ncclBfloat16, z->nccl, z->comm));
 #endif
     }
@@ -204,6 +210,7 @@ static int zero_pp_device_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int un
         dequantize_blocks_cuda<bf16>(w->data + (size_t)r * S, zero_pp_codes(p, S, b), zero_pp_scales(p), S, 8, b, 0, z->comm);
     }
     zero_pp_device_gathered(z, w); // records w->op.done
+    zero_trace_device_collective_end(z, traced, ZERO_OP_ALL_GATHER, unit, sent, what);
     return 1;
 }
 
@@ -260,16 +267,21 @@ static int zero_pp_device_grad_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int uni
     cudaStream_t s = z->comm;
     const float* x = pp->grads32;
     grad_accumulate_cuda(pp->grads32, w->data, u->padded_numel, GRAD_SET, s); // the unit in fp32 (exact): the quantizer's input
+    // The labels carry the code width, as the CPU build's (zero/trace.h names the kind by it).
+    const char* within = bits == 4 ? "gradients (qgZ int4, within the group)" : "gradients (qgZ int8, within the group)";
+    const char* across = bits == 4 ? "gradients (qgZ int4, across groups)" : "gradients (qgZ int8, across groups)";
     // 1. Within the group: H packets to each local rank (the own ones are not sent).
     if (G > 1) {
+        long long sent = (long long)(G - 1) * H * (long long)(Q / 2);
+        int traced = zero_trace_device_collective_begin(z); // -tr: quantize, exchange (dequantize follows) on the comm stream
         for (int lp = 0; lp < G; lp++)
             for (int m = 0; m < H && lp != l; m++) {
                 uint8_t* p = pp->send + ((size_t)lp * H + m) * Q;
                 quantize_blocks_cuda(zero_pp_codes(p, S, b), zero_pp_scales(p), x + (size_t)(m * G + lp) * S, S, bits, b, s);
             }
-        zero_device_op_begin(z, &w->op, ZERO_OP_ALL_TO_ALL, unit, "gradients (qgZ within the group)",
-                             (long long)(G - 1) * H * (long long)(Q / 2));
+        zero_device_op_begin(z, &w->op, ZERO_OP_ALL_TO_ALL, unit, within, sent);
         zero_pp_exchange(pp, pp->group_nccl, G, l, (size_t)H * Q, s);
+        zero_trace_device_collective_end(z, traced, ZERO_OP_ALL_TO_ALL, unit, sent, within);
     }
     for (int m = 0; m < H; m++) {
         float* partial = pp->partial + (size_t)m * S;
@@ -285,13 +297,16 @@ static int zero_pp_device_grad_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int uni
     // 2. Across groups: partial m to group m (its rank at place l), from every group ours.
     const float* sum = pp->partial; // one group: its partial is the sum
     if (H > 1) {
+        long long sent = (long long)(H - 1) * (long long)(Q / 2);
+        int traced = zero_trace_device_collective_begin(z);
         for (int m = 0; m < H; m++) {
             if (m == g) continue;
             uint8_t* p = pp->send + (size_t)m * Q;
             quantize_blocks_cuda(zero_pp_codes(p, S, b), zero_pp_scales(p), pp->partial + (size_t)m * S, S, bits, b, s);
         }
-        zero_device_op_begin(z, &w->op, ZERO_OP_ALL_TO_ALL, unit, "gradients (qgZ across groups)", (long long)(H - 1) * (long long)(Q / 2));
+        zero_device_op_begin(z, &w->op, ZERO_OP_ALL_TO_ALL, unit, across, sent);
         zero_pp_exchange(pp, pp->cross_nccl, H, g, Q, s);
+        zero_trace_device_collective_end(z, traced, ZERO_OP_ALL_TO_ALL, unit, sent, across);
         for (int m = 0; m < H; m++) {
             if (m == g) {
                 zero_pp_add_or_copy(pp->result, pp->partial + (size_t)g * S, S, m > 0, s);
@@ -310,9 +325,9 @@ static int zero_pp_device_grad_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int uni
 // Bytes per rank per step by the formulas of zero/zeropp.h (bf16 elements: 2 bytes).
 static ZeroPPFormula zero_pp_device_formula(const ZeroEngine* z, int grad_accum_steps) {
     const ZeroPP* pp = z->pp;
-    return zero_pp_formula_bytes(z->layout, z->world_size, grad_accum_steps, (int)sizeof(bf16), pp ? pp->qw : 0, pp ? pp->hp : 1,
-                                 pp ? pp->qg : 0, pp ? pp->qg_bits : 8, pp ? pp->block : ZERO_PP_DEFAULT_BLOCK,
-                                 pp ? pp->grad_block : ZERO_PP_DEFAULT_GRAD_BLOCK, pp ? pp->group_size : 1);
+    ZeroPPShape shape = {0};
+    if (pp) shape = (ZeroPPShape){pp->qw, pp->hp, pp->qg, pp->qg_bits, pp->block, pp->grad_block, pp->group_size};
+    return zero_pp_formula_bytes(z->layout, ZERO_STAGE, -1, z->world_size, grad_accum_steps, (int)sizeof(bf16), pp ? &shape : NULL);
 }
 
 // Start-up lines (rank 0): what ZeRO++ does, the memory it adds, the per-step formulas.
@@ -320,8 +335,7 @@ static void zero_pp_print_setup(const ZeroEngine* z, int grad_accum_steps, FILE*
     const ZeroPP* pp = z->pp;
     if (pp == NULL) return;
     ZeroPPFormula f = zero_pp_device_formula(z, grad_accum_steps);
-    ZeroPPFormula plain = zero_pp_formula_bytes(z->layout, z->world_size, grad_accum_steps, (int)sizeof(bf16), 0, 1, 0, 8,
-                                                ZERO_PP_DEFAULT_BLOCK, ZERO_PP_DEFAULT_BLOCK, 1);
+    ZeroPPFormula plain = zero_pp_formula_bytes(z->layout, ZERO_STAGE, -1, z->world_size, grad_accum_steps, (int)sizeof(bf16), NULL);
     fprintf(out, "zero++: qwZ %s | hpZ %s | qgZ %s | block %d elements | groups of %d ranks (%d groups)\n",
             pp->qw ? "on (int8 forward all-gather)" : "off", pp->hp > 1 ? "on" : "off",
             pp->qg ? (pp->qg_bits == 4 ? "on (int4 all-to-all)" : "on (int8 all-to-all)") : "off", pp->block, pp->group_size,
