@@ -243,25 +243,14 @@ static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
 static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* rows, int count, int row_len) {
     if (ZERO_STAGE < 2) return;
     ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
-    if (w == NULL || row_len != z->kept_row_len || z->kept_count[unit] != 0) {
-        fprintf(stderr, "error: internal: unit %d marked partly ready without a gradient working unit, rows of %d, or twice\n", unit, row_len);
-        zero_abort_all_ranks(1);
-    }
-    if (z->kept_pending == 0) z->kept_used = 0; // every set-aside row went back: the arena is free
-    if (z->kept_used + (size_t)count > z->kept_capacity) {
-        fprintf(stderr, "error: internal: %zu kept wte rows exceed the %zu reserved (zero_reserve_kept_rows)\n", z->kept_used + count, z->kept_capacity);
-        zero_abort_all_ranks(1);
-    }
-    size_t row = (size_t)row_len;
-    z->kept_first[unit] = z->kept_used;
+    size_t first = zero_kept_rows_begin(z, w, unit, count, row_len), row = (size_t)row_len;
     for (int i = 0; i < count; i++) {
-        size_t k = z->kept_used + (size_t)i;
+        size_t k = first + (size_t)i;
         z->kept_ids[k] = rows[i];
         memcpy(z->kept_data + k * row, w->data + (size_t)rows[i] * row, row * sizeof(float));
         memset(w->data + (size_t)rows[i] * row, 0, row * sizeof(float));
     }
-    z->kept_used += (size_t)count;
-    if (count > 0) { z->kept_count[unit] = count; z->kept_pending++; }
+    zero_kept_rows_end(z, unit, count);
     zero_grad_work_reduce(z, w, unit);
     zero_progress(z);
 }

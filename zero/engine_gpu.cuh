@@ -422,21 +422,11 @@ static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
 static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* tokens_device, int count, int row0, int row_len) {
     if (ZERO_STAGE < 2) return;
     ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
-    if (w == NULL || row_len != z->kept_row_len || z->kept_count[unit] != 0) {
-        fprintf(stderr, "error: internal: unit %d marked partly ready without a gradient working unit, rows of %d, or twice\n", unit, row_len);
-        zero_abort_all_ranks(1);
-    }
-    if (z->kept_pending == 0) z->kept_used = 0; // every set-aside row went back: the arena is free
-    if (z->kept_used + (size_t)count > z->kept_capacity) {
-        fprintf(stderr, "error: internal: %zu kept wte rows exceed the %zu reserved (zero_reserve_kept_rows)\n", z->kept_used + count, z->kept_capacity);
-        zero_abort_all_ranks(1);
-    }
-    z->kept_first[unit] = z->kept_used;
+    size_t first = zero_kept_rows_begin(z, w, unit, count, row_len);
     z->kept_tokens[unit] = tokens_device;
     z->kept_row0[unit] = row0;
-    rows_take_cuda(z->kept_data + z->kept_used * (size_t)row_len, w->data, tokens_device, row0, count, row_len, z->compute);
-    z->kept_used += (size_t)count;
-    if (count > 0) { z->kept_count[unit] = count; z->kept_pending++; }
+    rows_take_cuda(z->kept_data + first * (size_t)row_len, w->data, tokens_device, row0, count, row_len, z->compute);
+    zero_kept_rows_end(z, unit, count);
     zero_grad_work_reduce(z, w, unit);
     zero_device_progress(z);
 }
