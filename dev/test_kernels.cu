@@ -952,7 +952,8 @@ int main(void) {
     test_classifier_case("classifier_V1000_Vp1024", 64, 1000, 1024);
     test_classifier_case("classifier_V50257_Vp50304", 8, 50257, 50304); // 7 packs per thread
     test_classifier_chunks_case("classifier_chunks_V1000_Vp1024", 64, 1000, 1024, 384); // chunks 384, 384, 256 (crosses V)
-    test_classifier_chunks_case("classifier_chunks_V50257_Vp50304", 4, 50257, 50304, 8448); // d12's chunk width
+    test_classifier_chunks_case("classifier_chunks_V50257_Vp50304", 4, 50257, 50304, 8448); // d12's chunk width: 2 packs
+    test_classifier_chunks_case("classifier_chunks_V50257_Vp50304_w24576", 2, 50257, 50304, 24576); // 4 packs a thread
     test_encoder_chunks();
     test_adamw();
     test_grad_accumulate();

@@ -108,7 +108,8 @@ for spec in "qg2_np4 2 -qg 1" "qg3_np4_hp2 3 -qg 1 -hp 2" "all3_np4 3 -qw 1 -hp 
     echo "INFO $name: $(python3 tests/zeropp_logcheck.py bytes "$ZT/$name")"
 done
 
-# GPU build, ZeRO++ in the emulation: 2 ranks x B 4 x T 32 (qwZ), 4 ranks x B 2 (hpZ, qgZ, all three),
+# GPU build, ZeRO++ in the emulation: 2 ranks x B 4 x T 32 (qwZ; qgZ at stage 2), 4 ranks x B 2 (hpZ,
+# qgZ alone and with -hp 2, all three),
 # 6 steps, val every 3 (t_65's erun).
 if [ -n "${EMU_QW:-}" ]; then
     if make -s build/emu/train_gpt2cu_z2 build/emu/train_gpt2cu_z3 >/tmp/t_38_emu.$$ 2>&1; then
@@ -143,6 +144,8 @@ if [ -n "${EMU_QW:-}" ]; then
         # 4 ranks, 2 emulated nodes x 2: B 2 each (the same global batch of 8 sequences). The gap and
         # progress tolerances are the CPU runs' above; measured here: qgZ -0.005%, all three -0.046%, their
         # falls 100.5% and 104.7% of plain's (the 6 steps move the val loss from 6.924 to 6.857). About 6 minutes a run at load 50.
+        # qgZ alone (one level of 4: all 4 ranks on this host): val loss 6.856552, -0.002% from plain stage 2's
+        # 6.856684 on 2 ranks (same global batch); 2 x sent = the formula, 707940 B a step (plain: 974976); 2 minutes at load 18.
         erun4() { local dir=$1; shift
             EMU_DEVICE_COUNT=4 timeout 900 "${MPIRUN[@]}" -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT -np 4 build/emu/train_gpt2cu_z3 \
                 -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -l 1e-3 -x 6 -v 3 -m 2 -s 0 -i "$ZT/emu/train.bin" \
