@@ -20,6 +20,18 @@
 
 #define CLASSIFIER_MAX_PACKS 8
 
+#define CLASSIFIER_BF16X2_MINUS_INF 0xFF80FF80u // two bf16 -inf
+
+// An empty asm that may change w, as the compiler must assume: no value derived from w (the fp32
+// elements) is carried across it, so 4 packed words stay live, not 8 floats (ptxas, sm_90: without
+// it the 8-pack kernel spills under __launch_bounds__(1024)'s 64 registers).
+__device__ __forceinline__ void classifier_keep_packed(unsigned& w) { asm volatile("" : "+r"(w)); }
+
+// Element k (0..7) of a pack held as 4 words of bf16 pairs, in fp32 (exact: bf16 is fp32's top half).
+__device__ __forceinline__ float classifier_element(const unsigned* w, int k) {
+    return __uint_as_float(k % 2 == 0 ? w[k / 2] << 16 : w[k / 2] & 0xFFFF0000u);
+}
+
 /*
  * The row kernel of both launchers below (fused_classifier_cuda: the whole row;
  * classifier_forward_chunk_cuda: one vocab chunk of it). One block per row; the row's `cols`
@@ -35,18 +47,6 @@
  *     online softmax normalizer, Milakov & Gimelshein 2018, Algorithm 3; e^(-inf) = 0 on the
  *     first chunk) and picks up the target's logit when the target is in the chunk.
  */
-#define CLASSIFIER_BF16X2_MINUS_INF 0xFF80FF80u // two bf16 -inf
-
-// An empty asm that may change w, as the compiler must assume: no value derived from w (the fp32
-// elements) is carried across it, so 4 packed words stay live, not 8 floats (ptxas, sm_90: without
-// it the 8-pack kernel spills under __launch_bounds__(1024)'s 64 registers).
-__device__ __forceinline__ void classifier_keep_packed(unsigned& w) { asm volatile("" : "+r"(w)); }
-
-// Element k (0..7) of a pack held as 4 words of bf16 pairs, in fp32 (exact: bf16 is fp32's top half).
-__device__ __forceinline__ float classifier_element(const unsigned* w, int k) {
-    return __uint_as_float(k % 2 == 0 ? w[k / 2] << 16 : w[k / 2] & 0xFFFF0000u);
-}
-
 template <int PACKS>
 __global__ void __launch_bounds__(1024) fused_classifier_kernel(bf16* logits, float* losses, float* row_max, float* row_sum,
                                                                 float* target_logit, const int* targets, int col0, int cols,
@@ -175,12 +175,19 @@ __global__ void losses_sum_kernel(float* out, const float* losses, int N, float 
 // ----------------------------------------------------------------------------------------------
 // Launchers
 
+// One launch's arguments (N rows, `block` threads each), the same for every instantiation.
+struct ClassifierRows {
+    bf16* logits;
+    float *losses, *row_max, *row_sum, *target_logit;
+    const int* targets;
+    int N, block, col0, cols, V;
+    float dlogits_scale;
+};
+
 template <int PACKS>
-static inline void classifier_rows_launch(bf16* logits, float* losses, float* row_max, float* row_sum, float* target_logit,
-                                          const int* targets, int N, int block, int col0, int cols, int V, float dlogits_scale,
-                                          cudaStream_t stream) {
-    fused_classifier_kernel<PACKS><<<N, block, 0, stream>>>(logits, losses, row_max, row_sum, target_logit, targets, col0, cols,
-                                                            V, dlogits_scale);
+static inline void classifier_rows_launch(const ClassifierRows& a, cudaStream_t stream) {
+    fused_classifier_kernel<PACKS><<<a.N, a.block, 0, stream>>>(a.logits, a.losses, a.row_max, a.row_sum, a.target_logit,
+                                                                a.targets, a.col0, a.cols, a.V, a.dlogits_scale);
 }
 
 // fused_classifier_kernel<PACKS> on N rows of `cols` columns: min(cols/8, 1024) threads rounded
@@ -196,11 +203,11 @@ static inline void classifier_rows_cuda(bf16* logits, float* losses, float* row_
                 1024 * PACK_BF16 * CLASSIFIER_MAX_PACKS);
         exit(1);
     }
-    int b = block; // the launch's arguments but the instantiation:
-    if (per_thread <= 1) classifier_rows_launch<1>(logits, losses, row_max, row_sum, target_logit, targets, N, b, col0, cols, V, dlogits_scale, stream);
-    else if (per_thread <= 2) classifier_rows_launch<2>(logits, losses, row_max, row_sum, target_logit, targets, N, b, col0, cols, V, dlogits_scale, stream);
-    else if (per_thread <= 4) classifier_rows_launch<4>(logits, losses, row_max, row_sum, target_logit, targets, N, b, col0, cols, V, dlogits_scale, stream);
-    else classifier_rows_launch<CLASSIFIER_MAX_PACKS>(logits, losses, row_max, row_sum, target_logit, targets, N, b, col0, cols, V, dlogits_scale, stream);
+    ClassifierRows a = {logits, losses, row_max, row_sum, target_logit, targets, N, block, col0, cols, V, dlogits_scale};
+    if (per_thread <= 1) classifier_rows_launch<1>(a, stream);
+    else if (per_thread <= 2) classifier_rows_launch<2>(a, stream);
+    else if (per_thread <= 4) classifier_rows_launch<4>(a, stream);
+    else classifier_rows_launch<CLASSIFIER_MAX_PACKS>(a, stream);
     CUDA_CHECK_LAUNCH();
 }
 
