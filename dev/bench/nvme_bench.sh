@@ -15,11 +15,12 @@ cd "$(dirname "$0")/../.."
 size=${SIZE:-1024}
 rounds=${ROUNDS:-3}
 depth_hi=${DEPTH:-16}
-dir=${1:-$(mktemp -d /tmp/nvme_bench.XXXXXX)}
+made_dir=""
+if [ $# -ge 1 ]; then dir=$1; else dir=$(mktemp -d /tmp/nvme_bench.XXXXXX); made_dir=$dir; fi
 command -v fio >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio >/dev/null; }
 make -s build/nvme_bench
 out=$(mktemp)
-trap 'rm -f "$out" "$dir"/fio_bench.bin' EXIT
+trap 'rm -f "$out" "$dir"/fio_bench.bin; [ -z "$made_dir" ] || rmdir "$made_dir"' EXIT
 fio_run() { # LABEL-OP RW DEPTH (fio's file: removed before "write", kept for "rewrite" and "read")
     fio --name=seq --filename="$dir/fio_bench.bin" --size="${size}M" --rw="$2" --bs=4M --direct=1 --ioengine=io_uring \
         --iodepth="$3" --end_fsync=1 --output-format=json 2>/dev/null | python3 -c "
