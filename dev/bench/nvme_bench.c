@@ -2,8 +2,10 @@
  * nvme_bench.c: bytes/s of the offload I/O engine (zero/nvme_io.h), each backend, writing then
  * reading a file sequentially in requests of `request` bytes with `depth` of them in flight, as
  * the optimizer's stream of pieces does (three staging slots: about two requests in flight per
- * region). O_DIRECT, so the page cache does not count. One JSON line per (backend, direction);
+ * region). O_DIRECT, so the page cache does not count. One JSON line per (backend, pass);
  * dev/bench/nvme_bench.sh puts them beside fio's sequential bandwidth on the same file system.
+ * Passes: write (a new file, fallocated as zero/offload.h does: unwritten extents), rewrite (the
+ * same blocks again, as every later step writes back), read. sync_seconds: the closing fdatasync.
  * Usage: build/nvme_bench DIR [file MiB (default 1024)] [request KiB (default 4096)] [depth (default 2)]
  */
 #include <omp.h>
@@ -27,19 +29,21 @@ int main(int argc, char** argv) {
         snprintf(path, sizeof(path), "%s/nvme_bench_%d.bin", argv[1], (int)getpid());
         int direct, fd = nvme_open(path, &direct);
         if (fd < 0 || posix_fallocate(fd, 0, (off_t)file) != 0) { fprintf(stderr, "error: %s: cannot create %zu bytes\n", path, file); return 1; }
-        for (int op = 0; op < 2; op++) { // write, then read back
+        static const char* const op_names[] = {"write", "rewrite", "read"};
+        for (int op = 0; op < 3; op++) { // write the new file, write it again (blocks now written), read back
             size_t count = file / request;
             double t0 = omp_get_wtime();
             for (size_t k = 0; k < count; k++) {
                 int slot = (int)(k % (size_t)depth);
                 if (k >= (size_t)depth && nvme_wait(&io, &req[slot]) != 0) { fprintf(stderr, "error: I/O failed\n"); return 1; }
-                nvme_submit(&io, &req[slot], op == 0 ? NVME_WRITE : NVME_READ, fd, buf[slot], request, (uint64_t)(k * request));
+                nvme_submit(&io, &req[slot], op < 2 ? NVME_WRITE : NVME_READ, fd, buf[slot], request, (uint64_t)(k * request));
             }
             for (int i = 0; i < depth && (size_t)i < count; i++) if (nvme_wait(&io, &req[i]) != 0) { fprintf(stderr, "error: I/O failed\n"); return 1; }
-            if (op == 0) fdatasync(fd);
+            double t_io = omp_get_wtime() - t0;
+            if (op < 2) fdatasync(fd);
             double t = omp_get_wtime() - t0;
-            printf("{\"backend\":\"%s\",\"op\":\"%s\",\"direct\":%d,\"file_bytes\":%zu,\"request_bytes\":%zu,\"depth\":%d,\"seconds\":%.6g,\"bytes_per_s\":%.6g}\n",
-                   nvme_backend_names[backend], op == 0 ? "write" : "read", direct, file, request, depth, t, file / t);
+            printf("{\"backend\":\"%s\",\"op\":\"%s\",\"direct\":%d,\"file_bytes\":%zu,\"request_bytes\":%zu,\"depth\":%d,\"seconds\":%.6g,\"sync_seconds\":%.6g,\"bytes_per_s\":%.6g}\n",
+                   nvme_backend_names[backend], op_names[op], direct, file, request, depth, t, t - t_io, file / t);
             fflush(stdout);
         }
         close(fd);
