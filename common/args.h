@@ -138,6 +138,7 @@ static const struct { const char* flag; long min, max; } arg_int_ranges[] = {
     {"-g", 1, 1048576}, {"-a", 0, 1},       {"-z", -1, 3},
     {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX}, {"-ot", 0, INT_MAX}, {"-np", -1, 1 << 20},
     {"-rpn", 0, 1 << 16}, {"-qw", 0, 1}, {"-qg", 0, 1}, {"-hp", 0, INT_MAX},
+    {"-qb", 32, 65536}, {"-qbg", 32, 65536}, // blocks: also multiples of 32 (zero/zeropp.h)
 };
 
 static void arg_int_range(const char* flag, long* min, long* max) {
