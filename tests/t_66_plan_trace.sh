@@ -160,6 +160,8 @@ one_error plan_override_count_not_integer_refused "^error: --plan h100,rpn=1e20:
 one_error plan_override_negative_latency_refused "^error: --plan h100,inter_us=-1: inter_us=-1 is negative; expected a number >= 0" "${PLAN[@]}" --plan h100,inter_us=-1 -np 16
 one_error plan_offload_not_modelled_refused "^error: -zo: the planner does not model offload .*; expected no -zo, -zp or -zd with --plan" "${PLAN[@]}" --plan h100 -np 8 -zo cpu
 one_error plan_offload_dir_not_modelled_refused "^error: -zd: the planner does not model offload" build/train_gpt2_z3 -e d2 -t 8 --plan h100 -np 8 -zd "$ZT"
+one_error plan_trace_unwritable_refused "^error: -tr $ZT/none/p.json: cannot create $ZT/none/p.plan.stage0.json.tmp \(No such file or directory\); expected a writable path" \
+    "${PLAN[@]}" --plan h100 -np 2 -tr "$ZT/none/p.json"
 # The trace is written after the last step: a path it cannot be written to stops the run at start-up.
 TRUN=(build/train_gpt2_z1 -e d2 -t 8 -b 2 -x 3 -v 0 -s 0 -i "$ZT/train.bin")
 one_error trace_unwritable_path_refused_at_start "^error: -tr $ZT/none/t.json \(rank 0 on [^)]*\): cannot create $ZT/none/t.rank0.json.tmp \(No such file or directory\); expected a writable path" \
