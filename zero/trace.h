@@ -147,12 +147,6 @@ static int zero_trace_record(cudaStream_t stream) {
 }
 #endif
 
-/*
- * Start tracing steps first..last (from 1, as printed) to `path` (must end in ".json"; each rank
- * writes path with ".json" -> ".rank<R>.json"). Every rank calls it, after zero_init and before
- * the first step: a barrier makes time 0 the same moment on every rank. GPU build: the event pool
- * (a few events per unit and micro-step per traced step) and an anchor event on the idle device.
- */
 static void zero_startup_agree(int ok, const char* err, const char* what); // zero/handshake.h
 
 /*
@@ -170,6 +164,12 @@ static void zero_trace_check_steps(const char* path, const char* steps, int firs
     zero_startup_agree(ok, err, "checking the traced steps");
 }
 
+/*
+ * Start tracing steps first..last (from 1, as printed) to `path` (must end in ".json"; each rank
+ * writes path with ".json" -> ".rank<R>.json"). Every rank calls it, after zero_init and before
+ * the first step: a barrier makes time 0 the same moment on every rank. GPU build: the event pool
+ * (a few events per unit and micro-step per traced step) and an anchor event on the idle device.
+ */
 static void zero_trace_open(ZeroEngine* z, const char* path, int first_step, int last_step, int grad_accum_steps) {
     ZeroTrace* t = &zero_trace;
     if (!ZERO_TRACE || path == NULL) return;
@@ -184,11 +184,12 @@ static void zero_trace_open(ZeroEngine* z, const char* path, int first_step, int
     char probe[4400], err[4600] = "";
     snprintf(probe, sizeof(probe), "%s.tmp", t->path);
     FILE* pf = fopen(probe, "w");
-    if (pf == NULL)
+    int writable = pf != NULL;
+    if (!writable)
         snprintf(err, sizeof(err), "error: -tr %s (rank %d on %s): cannot create %s (%s); expected a writable path", path, z->rank,
                  zero_cluster.host, probe, strerror(errno));
     else { fclose(pf); remove(probe); }
-    zero_startup_agree(pf != NULL, err, "opening the trace files"); // the lowest failing rank's line, every rank exits 1
+    zero_startup_agree(writable, err, "opening the trace files"); // the lowest failing rank's line, every rank exits 1
     t->on = 1;
     t->first_step = first_step;
     t->last_step = last_step;
