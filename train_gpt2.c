@@ -728,6 +728,7 @@ int main(int argc, char** argv) {
 
     int trace_first, trace_last; // -tr: the timeline of steps -ts (zero/trace.h)
     train_args_trace_steps(args.trace_steps, &trace_first, &trace_last);
+    zero_trace_check_steps(args.trace_path, args.trace_steps, trace_first, trace_last, start_step, max_steps);
     zero_trace_open(z, args.trace_path, trace_first, trace_last, grad_accum_steps);
     double train_seconds = 0.0, train_comm_wait_s = 0.0, timed_tokens = 0.0;
     long long tokens_seen = batch->state.tokens_seen; // 0, or the checkpoint's

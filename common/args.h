@@ -138,6 +138,7 @@ static const struct { const char* flag; long min, max; } arg_int_ranges[] = {
     {"-g", 1, 1048576}, {"-a", 0, 1},       {"-z", -1, 3},
     {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX}, {"-ot", 0, INT_MAX}, {"-np", -1, 1 << 20},
     {"-rpn", 0, 1 << 16}, {"-qw", 0, 1}, {"-qg", 0, 1}, {"-hp", 0, INT_MAX},
+    {"-qb", 32, 65536}, {"-qbg", 32, 65536}, // blocks: also multiples of 32 (zero/zeropp.h)
 };
 
 static void arg_int_range(const char* flag, long* min, long* max) {
@@ -146,6 +147,9 @@ static void arg_int_range(const char* flag, long* min, long* max) {
     for (size_t k = 0; k < sizeof(arg_int_ranges) / sizeof(arg_int_ranges[0]); k++)
         if (strcmp(flag, arg_int_ranges[k].flag) == 0) { *min = arg_int_ranges[k].min; *max = arg_int_ranges[k].max; }
 }
+
+// -ts when not given (the pointer tells it from a -ts 2-4 on the command line)
+static const char ARGS_TRACE_STEPS_DEFAULT[] = "2-4";
 
 static void train_args_defaults(TrainArgs* a) {
     a->train_pattern = "data/tinyshakespeare/tiny_shakespeare_train.bin";
@@ -190,7 +194,7 @@ static void train_args_defaults(TrainArgs* a) {
     a->zeropp_block = 2048; // ZERO_PP_DEFAULT_BLOCK (zero/zeropp.h)
     a->zeropp_grad_block = 256; // ZERO_PP_DEFAULT_GRAD_BLOCK (zero/zeropp.h)
     a->trace_path = NULL;
-    a->trace_steps = "2-4";
+    a->trace_steps = ARGS_TRACE_STEPS_DEFAULT;
     a->plan_machine = NULL;
     a->plan_world_size = -1;
     a->plan_ranks_per_node = 0;
@@ -325,6 +329,8 @@ static void train_args_validate(const TrainArgs* a) {
     if (train_args_trace_steps(a->trace_steps, &first, &last) != 0) {
         args_fail("error: -ts %s: not a step range; expected FIRST-LAST or STEP with 1 <= FIRST <= LAST", a->trace_steps);
     }
+    if (a->trace_path == NULL && a->trace_steps != ARGS_TRACE_STEPS_DEFAULT) // given on the command line
+        args_fail("error: -ts %s: steps of a timeline that is not written; expected -tr FILE.json as well", a->trace_steps);
     size_t tn = a->trace_path ? strlen(a->trace_path) : 0;
     if (a->trace_path != NULL && (tn < 6 || strcmp(a->trace_path + tn - 5, ".json") != 0)) {
         args_fail("error: -tr %s: not a .json file name; expected a path ending in .json (rank R writes .rankR.json)", a->trace_path);

@@ -225,6 +225,20 @@ static int batch_schedule_from_args(BatchSchedule* s, const TrainArgs* a, int B,
                  a->batch_max_tokens != -1 ? "-dm" : "-d0");
         return -1;
     }
+    // -df, -dw (and -dl) steer a schedule: given without one they would change nothing, silently.
+    TrainArgs d;
+    train_args_defaults(&d);
+    if (!is_auto && (a->batch_growth_factor != d.batch_growth_factor || a->batch_window != d.batch_window)) {
+        char value[32];
+        if (a->batch_growth_factor != d.batch_growth_factor) snprintf(value, sizeof(value), "-df %g", a->batch_growth_factor);
+        else snprintf(value, sizeof(value), "-dw %d", a->batch_window);
+        snprintf(err, cap, "error: %s: only with -d auto; expected -d auto as well, or no %.3s", value, value);
+        return -1;
+    }
+    if (!is_auto && a->batch_schedule == NULL && strcmp(a->batch_lr_rule, d.batch_lr_rule) != 0) {
+        snprintf(err, cap, "error: -dl %s: the batch never changes; expected -d auto or -ds as well, or no -dl", a->batch_lr_rule);
+        return -1;
+    }
     if ((is_auto || a->batch_schedule != NULL) && a->max_steps == -1) {
         snprintf(err, cap, "error: -x -1: one epoch is counted in steps of a fixed batch, and %s changes the batch; expected -x STEPS",
                  is_auto ? "-d auto" : "-ds");

@@ -70,6 +70,28 @@ static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+    if (a->trace_path != NULL) { // the predicted timelines are written beside the rows: find out first that they can be
+        char path[4300], probe[4400];
+        plan_trace_path(a->trace_path, "stage0", path, sizeof(path));
+        snprintf(probe, sizeof(probe), "%s.tmp", path);
+        FILE* f = fopen(probe, "w");
+        if (f == NULL) {
+            fprintf(stderr, "error: -tr %s: cannot create %s (%s); expected a writable path\n", a->trace_path, probe, strerror(errno));
+            return 1;
+        }
+        fclose(f);
+        remove(probe);
+    }
+    // hpZ's groups against the planned world, before any row is printed (plan_pp_init's rule).
+    int rpn = m.ranks_per_node > 0 && m.ranks_per_node < N ? m.ranks_per_node : N;
+    if (pp.hp == 0 && N % rpn != 0) {
+        fprintf(stderr, "error: -hp 0: %d ranks per node do not divide the %d ranks; expected -hp K with K dividing %d\n", rpn, N, N);
+        return 1;
+    }
+    if (pp.hp > 1 && N % pp.hp != 0) {
+        fprintf(stderr, "error: -hp %d: does not divide the %d ranks; expected a divisor of %d (ranks per secondary group)\n", pp.hp, N, N);
+        return 1;
+    }
     return plan_print(&pm, &m, a->init, a->trace_path, &pp, stdout);
 }
 

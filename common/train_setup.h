@@ -201,6 +201,10 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
                 args->zero_stage, ZERO_STAGE, ZERO_STAGE, args->zero_stage);
         exit(1);
     }
+    if (args->plan_machine != NULL && (strcmp(args->offload_optimizer, "none") != 0 || strcmp(args->offload_params, "none") != 0 ||
+                                       args->offload_dir != NULL)) // before the stage's own -zo/-zp rules: a plan has every stage
+        args_fail("error: %s: the planner does not model offload (its rows keep the state in device memory); expected no -zo, -zp "
+                  "or -zd with --plan", strcmp(args->offload_optimizer, "none") != 0 ? "-zo" : strcmp(args->offload_params, "none") != 0 ? "-zp" : "-zd");
     char offload_err[8400] = "";
     zero_placement_parse(args->offload_optimizer, &run->offload.optimizer); // values checked in train_args_validate
     zero_placement_parse(args->offload_params, &run->offload.params);

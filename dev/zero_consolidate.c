@@ -92,6 +92,12 @@ int main(int argc, char** argv) {
     }
     model_checkpoint_path(path, sizeof(path), dir, step);
     if (!file_exists(path)) { snprintf(msg, sizeof(msg), "error: %s: missing; expected the model file of the checkpoint at step %d", path, step); fail(msg); }
+    // The state must be the one written with this model file (its run id), as the trainer checks
+    // on resume: the converted files carry rank 0's run id, so a mix converted would pass there.
+    uint64_t model_run_id = 0;
+    if (model_file_verify(path, &model_run_id, NULL, msg, sizeof(msg)) != 0) fail(msg);
+    char model_path[4300];
+    snprintf(model_path, sizeof(model_path), "%s", path);
     if (from == 0) { // default source: the only set of rank files, else the full file
         int sizes[16];
         int count = zero_state_world_sizes(dir, step, sizes, 16);
@@ -132,6 +138,13 @@ int main(int argc, char** argv) {
                      "%lld elements, stage %lld (the same checkpoint as rank 0's file)", path, (long long)header[ZS_RANK], (long long)header[ZS_WORLD_SIZE],
                      (long long)header[ZS_STEP], (long long)header[ZS_NUMEL], (long long)header[ZS_ZERO_STAGE], r, (long long)want_world, step,
                      (long long)want_numel, (long long)first[ZS_ZERO_STAGE]);
+            fail(msg);
+        }
+        if ((model_run_id != 0 && (uint64_t)header[ZS_RUN_ID] != model_run_id) || header[ZS_RUN_ID] != first[ZS_RUN_ID]) {
+            snprintf(msg, sizeof(msg), "error: %s: written by run %016llx, but %s by run %016llx; expected the state written with "
+                     "that model file (a file of another run left in this dir?)", path, (unsigned long long)header[ZS_RUN_ID],
+                     model_run_id != 0 ? model_path : "rank 0's state file", model_run_id != 0 ? (unsigned long long)model_run_id
+                     : (unsigned long long)first[ZS_RUN_ID]);
             fail(msg);
         }
         if (from == FULL) {

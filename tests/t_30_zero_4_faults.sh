@@ -2,7 +2,8 @@
 # ZeRO group 4: bad input and failing ranks. Every bad input gives one `error: ...; expected ...`
 # line and exit status 1; a rank that hangs or dies never leaves the others hanging.
 #   - resume from a checkpoint of another world size or stage (no conversion), a damaged,
-#     truncated or missing state file, -y 1 without -o; consolidation tool misuse
+#     truncated or missing state file, -y 1 without -o; consolidation tool misuse, a state file
+#     of another run or a damaged model file given to it
 #   - a stuck rank (ZERO_TEST_FAULT=stall:1@3): the others' wait on their collective passes -wt 3
 #     and one of them prints rank, collective, unit and step, then MPI_Abort ends every rank;
 #     checked to finish within 30 s (3 s timeout + start-up and abort) with a non-zero status
@@ -46,6 +47,15 @@ check_fails zero_consolidate_bad_target "-to: 'zero' is not a world size" build/
 check_fails zero_consolidate_missing_source "state_00000003_r0_of_3.bin: missing" build/zero_consolidate -o "$ZT/ck" -from 3 -to 1
 check_fails zero_consolidate_full_needs_stage "-z: missing" bash -c "build/zero_consolidate -o '$ZT/ck' -to full >/dev/null && build/zero_consolidate -o '$ZT/ck' -from full -to 1"
 check_fails zero_consolidate_damaged_source "checksum mismatch" build/zero_consolidate -o "$ZT/flip" -to full
+# A state file of another run (its run id, header bytes 224-231, not under the payload's checksum)
+# or a damaged model file: refused before anything is written (the converted files would carry
+# rank 0's run id, so the trainer's own check on resume could no longer see the mix).
+copy mix; printf 'ABCDEFGH' | dd of="$ZT/mix/state_00000003_r1_of_2.bin" bs=1 seek=224 conv=notrunc status=none
+check_fails zero_consolidate_state_of_another_run "state_00000003_r1_of_2.bin: written by run 4847464544434241, but .*model_00000003.bin by run" \
+    build/zero_consolidate -o "$ZT/mix" -from 2 -to 1 -z 1
+check zero_consolidate_refused_mix_wrote_nothing test ! -e "$ZT/mix/state_00000003_r0_of_1.bin"
+copy mflip; printf 'X' | dd of="$ZT/mflip/model_00000003.bin" bs=1 seek=50000 conv=notrunc status=none
+check_fails zero_consolidate_damaged_model_file "model_00000003.bin: checksum mismatch" build/zero_consolidate -o "$ZT/mflip" -from 2 -to 1 -z 1
 
 # Hangs and crashes: the job must end, with a diagnosis, well before anyone would notice a hang.
 start=$(date +%s)

@@ -19,7 +19,7 @@
 #        (tests/zeropp_logcheck.py gpu_sent), hpZ's secondary shard bytes = 2Ψ/K;
 #      - -qw 1 or -hp 2 with -zo cpu: one error line each.
 #   3. Bad flags, one error line each: -qw 1 at stage 2, -qg 1 at stage 1, -hp at stage 2, -hp
-#      that does not divide the ranks, unsupported -qb, -qbg and -qgb, -qw 1 or -hp with -zp nvme (their
+#      that does not divide the ranks, unsupported -qb, -qbg and -qgb (-qb past int: its range), -qw 1 or -hp with -zp nvme (their
 #      gathers start from the shard in RAM), and in the GPU build -qw 1 with -zo cpu.
 #   4. Trainer, d2 on the ZeRO tests' synthetic shards (tests/zero_common.sh), 10 steps,
 #      global batch 12 x T 8, against plain stage 3 (or 2) on the same ranks:
@@ -71,6 +71,7 @@ bad zeropp_hp_not_dividing_ranks_refused "^error: -hp 3: does not divide the 4 r
 bad zeropp_block_size_unsupported_refused "^error: -qb 48: unsupported quantization block size; expected a multiple of 32" 1 3 -qw 1 -qb 48
 bad zeropp_gradient_block_size_unsupported_refused "^error: -qbg 100: unsupported gradient quantization block size; expected a multiple of 32" 1 3 -qg 1 -qbg 100
 bad zeropp_gradient_bits_unsupported_refused "^error: -qgb 5: unsupported gradient code width; expected 4 or 8" 1 3 -qg 1 -qgb 5
+bad zeropp_block_size_past_int_gives_range "^error: -qb: 99999999999 is out of range; expected an integer in \[32, 65536\]" 1 3 -qw 1 -qb 99999999999
 bad zeropp_qw_with_zp_nvme_refused "^error: -qw 1 with -zp nvme: .*expected -zp none" 1 3 -qw 1 -zp nvme -zd "$ZT"
 bad zeropp_hp_with_zp_nvme_refused "^error: -hp 2 with -zp nvme: .*expected -zp none" 1 3 -hp 2 -zp nvme -zd "$ZT"
 

@@ -111,6 +111,8 @@ check_fails trainer_dm_not_multiple "error: -dm 100: not a multiple of B\*T\*ran
 check_fails trainer_auto_with_meter_off "error: -d auto: the gradient noise scale meter is off (-gb -1)" bad -d auto -dm 640 -gb -1
 check_fails trainer_auto_one_rank_without_accumulation "error: -d0 32: one rank without gradient accumulation" bad -d auto -dm 640 -d0 32
 check_fails trainer_bad_lr_rule "error: -dl cube: unknown learning-rate rule" bad -d auto -dm 640 -dl cube
+check_fails trainer_df_without_auto "error: -df 0.125: only with -d auto; expected -d auto as well, or no -df" bad -df 0.125
+check_fails trainer_dl_with_fixed_batch "error: -dl linear: the batch never changes; expected -d auto or -ds" bad -d 64 -dl linear
 check_fails trainer_d_not_a_number "error: -d: 'often' is not an integer; expected an integer in \[-1, 2147483647\] or auto" bad -d often
 one_error_line() {
     local out

@@ -22,7 +22,10 @@
 #      against that run as in 3; and its ZeRO++ (-qw 1 -hp 2 -qg 1, 2 ranks) traced: the kinds,
 #      units and bytes of its collectives as in 7, and the GPU plan's ZeRO++ row (bytes per step,
 #      bf16 secondary shard, device buffers) equal to the run's (SKIP without CUDA headers).
-#   6. Bad flags: one error line, exit 1.
+#   6. Bad flags: one error line, exit 1; the planner's before any row (-hp not fitting the world,
+#      machine overrides that are 0 where they divide, negative, a fraction above 1, a count that
+#      is not one, -zo/-zp/-zd, which it does not model), the trace's at start-up (a -tr path it cannot write, -ts outside the run's
+#      steps, -ts without -tr) before any step.
 #   7. ZeRO++ (zero/zeropp.h) at stage 3, 4 ranks, two "hosts" (each rank in its own UTS namespace,
 #      ranks 0-1 and 2-3 sharing a hostname, so the engine splits its bytes by host as on two
 #      machines; MPI itself is unchanged), 3 steps of d2, -qw 1, -hp 2, -qg 1 -qbg 64 and all three
@@ -140,7 +143,33 @@ check_fails plan_unknown_machine "error: --plan a100: unknown machine 'a100'" bu
 check_fails plan_bad_override "error: --plan h100,gemm_eff: 'gemm_eff' is not key=number" build/train_gpt2_z0 --plan h100,gemm_eff -e d2
 check_fails plan_world_without_plan "error: -np: only plans take a world" build/train_gpt2_z0 -e d2 -np 8
 check_fails plan_batch_not_multiple "error: -d 100: not a multiple of B\*T\*ranks" build/train_gpt2_z0 --plan h100 -e d2 -b 4 -t 8 -np 2 -d 100
-check_fails plan_zeropp_hp_not_dividing "error: -hp 3: does not divide the 4 ranks" build/train_gpt2_z0 --plan h100 -e d2 -t 8 -np 4 -hp 3
+# one_error NAME PATTERN CMD...: exit 1, exactly one output line starting "error:", matching PATTERN,
+# and nothing done before it: no plan row (plan_json) and no training step.
+one_error() { local name=$1 pattern=$2 out rc; shift 2
+    out=$(timeout 120 "$@" 2>&1); rc=$?
+    if [ "$rc" -eq 1 ] && [ "$(grep -c '^error' <<<"$out")" -eq 1 ] && grep -qE -- "$pattern" <<<"$out" &&
+       ! grep -qE '^plan_json|^step ' <<<"$out"; then echo "PASS $name"
+    else echo "FAIL $name: exit $rc, $(grep -c '^error' <<<"$out") error lines, $(grep -cE '^plan_json|^step ' <<<"$out") plan/step lines; wanted 1, 1, 0 and '$pattern'; got: $(grep -m2 -E 'error|nan' <<<"$out" | tr '\n' ' ')"; fi; }
+PLAN=(build/train_gpt2_z0 -e d2 -t 8)
+one_error plan_zeropp_hp_not_dividing_before_any_row "^error: -hp 3: does not divide the 4 ranks" "${PLAN[@]}" --plan h100 -np 4 -hp 3
+one_error plan_zeropp_hp0_nodes_not_dividing_before_any_row "^error: -hp 0: 3 ranks per node do not divide the 8 ranks" "${PLAN[@]}" --plan h100 -np 8 -rpn 3 -hp 0
+one_error plan_override_zero_rate_refused "^error: --plan h100,gemm_eff=0: gemm_eff=0 is not positive; expected a number > 0" "${PLAN[@]}" --plan h100,gemm_eff=0 -np 8
+one_error plan_override_negative_bandwidth_refused "^error: --plan h100,inter_gbit=-5: inter_gbit=-5 is not positive" "${PLAN[@]}" --plan h100,inter_gbit=-5 -np 16
+one_error plan_override_fraction_above_one_refused "^error: --plan h100,inter_eff=1.5: inter_eff=1.5 is above 1; expected a fraction in \(0, 1\]" "${PLAN[@]}" --plan h100,inter_eff=1.5 -np 16
+one_error plan_override_count_not_integer_refused "^error: --plan h100,rpn=1e20: rpn=1e20 is not a count; expected an integer in \[0, 1048576\]" "${PLAN[@]}" --plan h100,rpn=1e20 -np 8
+one_error plan_override_negative_latency_refused "^error: --plan h100,inter_us=-1: inter_us=-1 is negative; expected a number >= 0" "${PLAN[@]}" --plan h100,inter_us=-1 -np 16
+one_error plan_offload_not_modelled_refused "^error: -zo: the planner does not model offload .*; expected no -zo, -zp or -zd with --plan" "${PLAN[@]}" --plan h100 -np 8 -zo cpu
+one_error plan_offload_dir_not_modelled_refused "^error: -zd: the planner does not model offload" build/train_gpt2_z3 -e d2 -t 8 --plan h100 -np 8 -zd "$ZT"
+one_error plan_trace_unwritable_refused "^error: -tr $ZT/none/p.json: cannot create $ZT/none/p.plan.stage0.json.tmp \(No such file or directory\); expected a writable path" \
+    "${PLAN[@]}" --plan h100 -np 2 -tr "$ZT/none/p.json"
+# The trace is written after the last step: a path it cannot be written to stops the run at start-up.
+TRUN=(build/train_gpt2_z1 -e d2 -t 8 -b 2 -x 3 -v 0 -s 0 -i "$ZT/train.bin")
+one_error trace_unwritable_path_refused_at_start "^error: -tr $ZT/none/t.json \(rank 0 on [^)]*\): cannot create $ZT/none/t.rank0.json.tmp \(No such file or directory\); expected a writable path" \
+    "${TRUN[@]}" -tr "$ZT/none/t.json"
+one_error trace_unwritable_path_np2_one_line "^error: -tr $ZT/none/t.json \(rank 0 on [^)]*\): cannot create" "${MPIRUN[@]}" -np 2 "${TRUN[@]}" -tr "$ZT/none/t.json"
+one_error trace_steps_outside_run_refused "^error: -ts 5-9: the run's steps are 1-3; expected a range that holds one of them" "${TRUN[@]}" -tr "$ZT/late.json" -ts 5-9
+one_error trace_steps_without_trace_refused "^error: -ts 2-3: steps of a timeline that is not written; expected -tr FILE.json as well" "${TRUN[@]}" -ts 2-3
+check trace_refused_runs_left_no_file test ! -e "$ZT/late.rank0.json" -a ! -e "$ZT/late.rank0.json.tmp"
 
 # 7. ZeRO++ on two hostnames (UTS namespaces; root).
 if ! unshare --uts true 2>/dev/null; then

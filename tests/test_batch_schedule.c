@@ -214,6 +214,27 @@ static void test_from_args(void) {
         report(rc == -1 && strncmp(err, bad[i].want, strlen(bad[i].want)) == 0 && strchr(err, '\n') == NULL &&
                strstr(err, "; expected") != NULL, name, why);
     }
+    // -df, -dw, -dl steer a schedule: without one (a fixed -d; -dl also with -ds) one error line.
+    struct { const char* name; const char* d; const char* ds; float df; int dw; const char* dl; const char* want; } idle[] = {
+        {"df_without_auto", "512", NULL, 0.5f, 3, "sqrt", "error: -df 0.5: only with -d auto; expected -d auto as well, or no -df"},
+        {"dw_without_auto", NULL, "0:128", 0.0625f, 5, "sqrt", "error: -dw 5: only with -d auto; expected -d auto as well, or no -dw"},
+        {"dl_without_schedule", "512", NULL, 0.0625f, 3, "linear", "error: -dl linear: the batch never changes; expected -d auto or -ds"},
+    };
+    for (size_t i = 0; i < sizeof(idle) / sizeof(idle[0]); i++) {
+        TrainArgs b = args_with(idle[i].d, -1, -1, 0.95f, 10, idle[i].ds);
+        b.batch_growth_factor = idle[i].df;
+        b.batch_window = idle[i].dw;
+        b.batch_lr_rule = idle[i].dl;
+        err[0] = '\0';
+        int rc = batch_schedule_from_args(&s, &b, b.B, b.T, 1, err, sizeof(err));
+        char name[128];
+        snprintf(name, sizeof(name), "bad_flags_%s_one_error_line", idle[i].name);
+        snprintf(why, sizeof(why), "rc %d, message '%s'; expected -1 and '%s...'", rc, err, idle[i].want);
+        report(rc == -1 && strncmp(err, idle[i].want, strlen(idle[i].want)) == 0 && strchr(err, '\n') == NULL, name, why);
+    }
+    TrainArgs hand_dl = args_with(NULL, -1, -1, 0.95f, 10, "0:128,4:256");
+    hand_dl.batch_lr_rule = "linear";
+    report(batch_schedule_from_args(&s, &hand_dl, hand_dl.B, hand_dl.T, 1, err, sizeof(err)) == 0, "dl_with_hand_schedule_accepted", err);
 }
 
 // -ds: parse and look-up; resume restores each kind's batch.

@@ -105,11 +105,34 @@ static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
         char* eq = strchr(tok, '=');
         char* end = NULL;
         double v = eq ? strtod(eq + 1, &end) : 0.0;
-        if (eq == NULL || end == eq + 1 || *end != '\0' || !(v >= 0.0) || !isfinite(v)) {
+        if (eq == NULL || end == eq + 1 || *end != '\0' || !isfinite(v)) {
             fprintf(stderr, "error: --plan %s: '%s' is not key=number; expected e.g. inter_gbit=100\n", spec, tok);
             return -1;
         }
         *eq = '\0';
+        // Rates and sizes divide (0 would print inf/nan times), latencies and the reserve may be 0,
+        // counts are whole numbers (0: the preset's "not set"), fractions at most 1.
+        int rate = strcmp(tok, "peak_tflops") == 0 || strcmp(tok, "gemm_eff") == 0 || strcmp(tok, "mem_gbs") == 0 ||
+                   strcmp(tok, "mem_gib") == 0 || strcmp(tok, "intra_gbs") == 0 || strcmp(tok, "inter_gbit") == 0 ||
+                   strcmp(tok, "inter_eff") == 0;
+        int count = strcmp(tok, "rpn") == 0 || strcmp(tok, "cores") == 0 || strcmp(tok, "threads") == 0 || strcmp(tok, "hosts_here") == 0;
+        int fraction = strcmp(tok, "gemm_eff") == 0 || strcmp(tok, "inter_eff") == 0;
+        if (rate && !(v > 0.0)) {
+            fprintf(stderr, "error: --plan %s: %s=%s is not positive; expected a number > 0\n", spec, tok, eq + 1);
+            return -1;
+        }
+        if (fraction && v > 1.0) {
+            fprintf(stderr, "error: --plan %s: %s=%s is above 1; expected a fraction in (0, 1]\n", spec, tok, eq + 1);
+            return -1;
+        }
+        if (count && (v != floor(v) || v < 0.0 || v > 1048576.0)) {
+            fprintf(stderr, "error: --plan %s: %s=%s is not a count; expected an integer in [0, 1048576]\n", spec, tok, eq + 1);
+            return -1;
+        }
+        if (!(v >= 0.0)) {
+            fprintf(stderr, "error: --plan %s: %s=%s is negative; expected a number >= 0\n", spec, tok, eq + 1);
+            return -1;
+        }
         overridden = 1;
         if (strcmp(tok, "peak_tflops") == 0) m->peak_flops = v * 1e12;
         else if (strcmp(tok, "gemm_eff") == 0) m->gemm_eff = v;

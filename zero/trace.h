@@ -147,6 +147,23 @@ static int zero_trace_record(cudaStream_t stream) {
 }
 #endif
 
+static void zero_startup_agree(int ok, const char* err, const char* what); // zero/handshake.h
+
+/*
+ * -ts against the run: steps start_step+1..max_steps run (from 1, as printed); a range with none
+ * of them would leave a file without a step. Every rank calls it (the same numbers everywhere):
+ * one error line, every rank exits 1.
+ */
+static void zero_trace_check_steps(const char* path, const char* steps, int first_step, int last_step, int start_step, int max_steps) {
+    if (!ZERO_TRACE || path == NULL) return;
+    char err[512] = "";
+    int ok = first_step <= max_steps && last_step > start_step;
+    if (!ok)
+        snprintf(err, sizeof(err), "error: -ts %s: the run's steps are %d-%d; expected a range that holds one of them", steps,
+                 start_step + 1, max_steps);
+    zero_startup_agree(ok, err, "checking the traced steps");
+}
+
 /*
  * Start tracing steps first..last (from 1, as printed) to `path` (must end in ".json"; each rank
  * writes path with ".json" -> ".rank<R>.json"). Every rank calls it, after zero_init and before
@@ -162,6 +179,17 @@ static void zero_trace_open(ZeroEngine* z, const char* path, int first_step, int
         exit(1);
     }
     snprintf(t->path, sizeof(t->path), "%.*s.rank%d.json", (int)(n - 5), path, z->rank);
+    // The file is written after the last step: find out now, not after the run, that it cannot be
+    // (its temporary name is created and removed again; zero_trace_write writes it for real).
+    char probe[4400], err[4600] = "";
+    snprintf(probe, sizeof(probe), "%s.tmp", t->path);
+    FILE* pf = fopen(probe, "w");
+    int writable = pf != NULL;
+    if (!writable)
+        snprintf(err, sizeof(err), "error: -tr %s (rank %d on %s): cannot create %s (%s); expected a writable path", path, z->rank,
+                 zero_cluster.host, probe, strerror(errno));
+    else { fclose(pf); remove(probe); }
+    zero_startup_agree(writable, err, "opening the trace files"); // the lowest failing rank's line, every rank exits 1
     t->on = 1;
     t->first_step = first_step;
     t->last_step = last_step;
