@@ -171,11 +171,16 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     memset(&tm, 0, sizeof(tm));
     PlanCost fwd[256 + 2], bwd[256 + 2], head_fwd, head_bwd;
     if (L > 256) { fprintf(stderr, "error: --plan: %d layers; expected at most 256\n", L); param_layout_free(&layout); return 1; }
-    plan_unit_costs(pm, fwd, bwd, &head_fwd, &head_bwd);
-    for (int u = 0; u <= L + 1; u++) { tm.fwd[u] = plan_cost_seconds(&fwd[u], flops, mem_bw); tm.bwd[u] = plan_cost_seconds(&bwd[u], flops, mem_bw); }
-    tm.head_fwd = plan_cost_seconds(&head_fwd, flops, mem_bw);
-    tm.head_bwd = plan_cost_seconds(&head_bwd, flops, mem_bw);
-    tm.optimizer_per_element = pm->optimizer_bytes_per_element / mem_bw;
+    plan_unit_costs(pm, m, fwd, bwd, &head_fwd, &head_bwd);
+    double mem_scale, ops_scale = plan_ops_scale(m, flops, mem_bw, &mem_scale);
+    for (int u = 0; u <= L + 1; u++) {
+        tm.fwd[u] = plan_cost_seconds(&fwd[u], flops, mem_bw, ops_scale);
+        tm.bwd[u] = plan_cost_seconds(&bwd[u], flops, mem_bw, ops_scale);
+    }
+    tm.head_fwd = plan_cost_seconds(&head_fwd, flops, mem_bw, ops_scale);
+    tm.head_bwd = plan_cost_seconds(&head_bwd, flops, mem_bw, ops_scale);
+    tm.optimizer_per_element = m->ops_measured ? m->op_optimizer_s * mem_scale : pm->optimizer_bytes_per_element / mem_bw;
+    tm.zero_grads_per_element = m->ops_measured ? m->op_zero_grads_s * mem_scale : 0.0;
     tm.scalar_s = plan_scalar_seconds(&net);
     double step_flops = 0.0;
     for (int u = 0; u <= L + 1; u++) step_flops += fwd[u].flops + bwd[u].flops;

@@ -221,6 +221,7 @@ typedef struct {
 
 typedef struct {
     double fwd[256 + 2], bwd[256 + 2], head_fwd, head_bwd, optimizer_per_element;
+    double zero_grads_per_element; // the gradients' memset before a step (cpu: measured; else 0)
     double scalar_s;
 } PlanTimes;
 
@@ -308,7 +309,8 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
         int u = zero_unit_in_use_order(layout, i);
         const ParamUnit* pu = &s->layout->units[u];
         size_t owned = s->stage == 0 ? pu->padded_numel : pu->shard_numel;
-        PLAN_RUN(ZERO_TRACE_OPTIMIZER, u, (double)owned * tm->optimizer_per_element);
+        size_t grads = s->stage <= 1 ? pu->padded_numel : pu->shard_numel; // the gradient buffer the next step zeroes
+        PLAN_RUN(ZERO_TRACE_OPTIMIZER, u, (double)owned * tm->optimizer_per_element + (double)grads * tm->zero_grads_per_element);
         if (s->stage == 1 || s->stage == 2)
             s->param_done[u] = plan_issue(s, ZERO_OP_ALL_GATHER, u, plan_ring_seconds(s->net, pu->padded_numel, N - 1, 0),
                                           zero_ring_all_gather_elements(pu->padded_numel, N));
