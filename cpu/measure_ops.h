@@ -15,8 +15,8 @@
  * (scalar expf in the classifier, per-head sgemms of 64 rows in attention, OpenMP regions of a few
  * microseconds at small B x T), so a byte count predicts them poorly; the GEMMs stay FLOPs at the
  * measured sgemm rate (cpu/measure.h). Rows are capped at 1024 (B reduced, time scaled by B).
- * The best of 3 rounds (the plan runs alone: the best is the machine's rate, noise is slower).
- * About 0.1-0.3 s for d4-d6 at B x T = 128. Host C (fp32).
+ * The best of 5 rounds (the plan runs alone: the best is the machine's rate, noise is slower).
+ * About 0.2-0.5 s for d4-d6 at B x T = 128. Host C (fp32).
  */
 #ifndef CPU_MEASURE_OPS_H
 #define CPU_MEASURE_OPS_H
@@ -72,7 +72,7 @@ static int measure_ops(int B, int T, int C, int NH, int Vp, int R, int world_siz
     float *m = measure_ops_buffer(n_opt, 0.0f), *v = measure_ops_buffer(n_opt, 0.0f);
     double best[6] = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30};
     volatile double sink = 0.0;
-    for (int round = 0; round < 3; round++) {
+    for (int round = 0; round < 5; round++) {
         double t0 = omp_get_wtime();
         layernorm_forward(y, mean, rstd, x, w, bias, BT, C);
         attention_forward(y2, att, qkv, Bm, T, C, NH);
