@@ -79,7 +79,11 @@ static double measure_sgemm_flops(int N, int C, int Vp, int R, int L) {
     MeasureGemms g;
     measure_gemms_alloc(&g, N, C, Vp, R, L);
     double best[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
-    for (int round = 0; round < 2; round++)
+    for (int s = 0; s < 5; s++) measure_gemm(&g, s); // warm-up: the thread pool, the BLAS's buffers, first touch
+    // Rounds of milliseconds each (the LM head measured one vocab chunk at a time): the best of at
+    // least 3 and 0.2 s of them, so one slow round (a wake-up, a page fault) does not set the rate.
+    double t_end = omp_get_wtime() + 0.2;
+    for (int round = 0; round < 3 || (round < 100 && omp_get_wtime() < t_end); round++)
         for (int s = 0; s < 5; s++) {
             double t = measure_gemm(&g, s);
             if (t < best[s]) best[s] = t;
@@ -167,8 +171,12 @@ static void measure_rank(MeasureShared* sh, int i, int ranks, int threads, int N
     MeasurePoller poller = {0, poll_us, 0, 0.0};
     pthread_t poller_id;
     int polling = poll_us > 0 && pthread_create(&poller_id, NULL, measure_poller, &poller) == 0;
-    double seconds[5];
-    for (int s = 0; s < 5; s++) seconds[s] = measure_gemm(&g, s);
+    // Rounds for at least 0.2 s, all timed (the mean under the sharing, not a lucky best one)
+    double seconds[5] = {0}, t_end = omp_get_wtime() + 0.2;
+    int rounds = 0;
+    for (; rounds < 1 || (rounds < 100 && omp_get_wtime() < t_end); rounds++)
+        for (int s = 0; s < 5; s++) seconds[s] += measure_gemm(&g, s);
+    for (int s = 0; s < 5; s++) seconds[s] /= rounds; // one round's mean seconds
     sh->flops[i] = measure_gemm_mix(&g, seconds);
     if (polling) {
         poller.stop = 1;
