@@ -4,7 +4,8 @@
  *     (qkv C->3C, attproj C->C, fc C->4C, fcproj 4C->C) and the LM head as the trainer runs it, one
  *     vocab chunk (C->R, R = the largest chunk's rows) counted Vp/R times, forward and
  *     backward, N = B*T rows (at most 1024), through the trainer's own matmul_forward / matmul_backward_ex
- *     (cpu/matmul.h) on the trainer's OpenMP threads; the better of two rounds;
+ *     (cpu/matmul.h) on the trainer's OpenMP threads; after a warm-up round, the best of at least 3
+ *     rounds and 0.2 s (a chunk's GEMM lasts milliseconds: one slow round must not set the rate);
  *   - the memory bandwidth (bytes/s) of a streaming y = y + a*x over 64 MiB arrays (12 bytes
  *     an element), the rate of the element-wise ops and the optimizer; the best of a few rounds;
  *   - both again as one rank gets them while R ranks share this CPU (measure_rank_rates): R
@@ -118,13 +119,13 @@ static double measure_memory_bandwidth(void) {
 
 /*
  * What one rank computes per second while `ranks` ranks, each on `threads` OpenMP threads, share
- * this CPU: `ranks` processes at once (forked, as mpirun starts them), each timing one round of
- * the step's GEMM mix and then 4 streaming passes over 32 MiB arrays; a rank that finishes a
- * round repeats its work until every rank has finished it, so every timed round ran under the
- * full sharing (time slicing when ranks x threads exceed the cores, the shared memory bus and
- * caches, and whatever else runs on the machine now). One timed round each, not the best of
- * several: a short best-of round catches a moment when a rank has a core to itself, which the
- * run's ranks do not get. Beside each rank's GEMMs a thread loops as the progress thread does
+ * this CPU: `ranks` processes at once (forked, as mpirun starts them), each timing rounds of the
+ * step's GEMM mix for 0.2 s (at least one; their mean) and then 4 streaming passes over 32 MiB
+ * arrays; a rank that finishes repeats its work until every rank has finished, so every timed
+ * round ran under the full sharing (time slicing when ranks x threads exceed the cores, the shared
+ * memory bus and caches, and whatever else runs on the machine now). The mean of the timed
+ * rounds, not the best: a short best-of round catches a moment when a rank has a core to itself,
+ * which the run's ranks do not get; 0.2 s of them spans many time slices. Beside each rank's GEMMs a thread loops as the progress thread does
  * (sleep poll_us, wake): *poll is how long a turn took, i.e. how often a rank's communication
  * moves while the ranks compute. Out: the ranks' mean and the slowest rank's rates (time slicing
  * is fair over long spans, not within one step, and a data-parallel step waits for its slowest
