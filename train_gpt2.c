@@ -46,6 +46,7 @@
 #include "common/batch_schedule_trainer.h" // the batch schedule's glue: after noise_scale.h
 #include "common/plan_setup.h"  // --plan: after zero.cuh
 #include "cpu/measure.h"        // the cpu machine's measured rates, for --plan
+#include "cpu/measure_ops.h"    // its non-GEMM ops measured at the model's shapes, for --plan
 
 // ----------------------------------------------------------------------------
 // Activations: everything forward keeps for backward, sized for (B, T).
@@ -646,10 +647,15 @@ static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine
     if (hosts > (N + rpn - 1) / rpn) hosts = (N + rpn - 1) / rpn;
     if (m->threads_per_rank == 0) m->threads_per_rank = omp_get_max_threads();
     int threads = m->threads_per_rank, sharing = rpn * hosts < N ? rpn * hosts : N;
+    int R = 0; // the LM head's GEMMs: one vocab chunk's rows at a time, the largest chunk's
+    for (int k = 0; k < layout->num_wte_units; k++) {
+        int rows_k = (int)layout->tensors[wte_piece_index(layout, k)].shape[0];
+        if (rows_k > R) R = rows_k;
+    }
     // First the ranks at once (forked: before this process runs an OpenMP region), then one alone.
     MeasureRankRates shared;
     int measured_shared = sharing > 1 && m->peak_flops == 0.0 && m->mem_bw == 0.0 &&
-                          measure_rank_rates(sharing, threads, rows, c->channels, c->padded_vocab_size, c->num_layers,
+                          measure_rank_rates(sharing, threads, rows, c->channels, c->padded_vocab_size, R, c->num_layers,
                                              ZERO_PROGRESS_POLL_US, &shared) == 0;
     if (measured_shared) {
         m->rank_flops = shared.flops_min; // the slowest rank's: the step waits for it
@@ -660,19 +666,36 @@ static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine
         m->inter_lat = fmax(m->inter_lat, shared.poll_s);
     }
     omp_set_num_threads(threads); // one rank alone on its threads
-    double measured_flops = measure_sgemm_flops(rows, c->channels, c->padded_vocab_size, c->num_layers);
+    double measured_flops = measure_sgemm_flops(rows, c->channels, c->padded_vocab_size, R, c->num_layers);
     double measured_bw = measure_memory_bandwidth();
+    MeasureOps ops; // the rest of the step's work, timed alone on these threads (cpu/measure_ops.h)
+    int ops_measured = m->peak_flops == 0.0 && m->mem_bw == 0.0 &&
+                       measure_ops(pm->B, pm->T, c->channels, c->num_heads, c->padded_vocab_size, R, N, &ops) == 0;
+    if (ops_measured) {
+        m->ops_measured = 1;
+        m->op_layer_fwd_s = ops.layer_fwd_s;
+        m->op_layer_bwd_s = ops.layer_bwd_s;
+        m->op_head_fwd_s = ops.head_fwd_s;
+        m->op_head_bwd_s = ops.head_bwd_s;
+        m->op_optimizer_s = ops.optimizer_s;
+        m->op_zero_grads_s = ops.zero_grads_s;
+    }
     if (m->peak_flops == 0.0) m->peak_flops = measured_flops;
     if (m->mem_bw == 0.0) m->mem_bw = measured_bw;
     if (m->memory == 0.0) m->memory = (double)pages * (double)page / hosts;
     if (m->cores == 0) m->cores = (int)(cores / hosts > 0 ? cores / hosts : 1);
-    char tail[320];
+    char tail[640];
     snprintf(tail, sizeof(tail), " | measured: sgemm %.1f GFLOP/s at the model's shapes, memory %.1f GB/s, %d threads; %d cores",
              measured_flops / 1e9, measured_bw / 1e9, threads, m->cores);
     if (measured_shared)
         snprintf(tail + strlen(tail), sizeof(tail) - strlen(tail), "; one rank of %d at once on %ld cores: the slowest %.1f GFLOP/s, "
                  "%.1f GB/s (mean %.1f, %.1f), a progress thread's %d us poll takes %.0f us", sharing, cores, shared.flops_min / 1e9,
                  shared.bw_min / 1e9, shared.flops_mean / 1e9, shared.bw_mean / 1e9, ZERO_PROGRESS_POLL_US, shared.poll_s * 1e6);
+    if (ops_measured)
+        snprintf(tail + strlen(tail), sizeof(tail) - strlen(tail), "; measured alone, a layer's non-GEMM ops %.2f ms forward, %.2f ms "
+                 "backward, the classifier %.1f + %.1f ms, the optimizer %.2f ns and the zeroing %.2f ns per element",
+                 1e3 * ops.layer_fwd_s, 1e3 * ops.layer_bwd_s, 1e3 * ops.head_fwd_s, 1e3 * ops.head_bwd_s, 1e9 * ops.optimizer_s,
+                 1e9 * ops.zero_grads_s);
     snprintf(m->name + strlen(m->name), sizeof(m->name) - strlen(m->name), "%s", tail);
 }
 

@@ -1,9 +1,11 @@
 /*
  * measure.h: what this CPU does per second, for the planner's cpu machine (zero/plan_machine.h):
  *   - the sgemm rate (FLOP/s) of one step's GEMMs at the model's shapes: every layer GEMM
- *     (qkv C->3C, attproj C->C, fc C->4C, fcproj 4C->C) and the LM head (C->Vp), forward and
+ *     (qkv C->3C, attproj C->C, fc C->4C, fcproj 4C->C) and the LM head as the trainer runs it, one
+ *     vocab chunk (C->R, R = the largest chunk's rows) counted Vp/R times, forward and
  *     backward, N = B*T rows (at most 1024), through the trainer's own matmul_forward / matmul_backward_ex
- *     (cpu/matmul.h) on the trainer's OpenMP threads; the better of two rounds;
+ *     (cpu/matmul.h) on the trainer's OpenMP threads; after a warm-up round, the best of at least 3
+ *     rounds and 0.2 s (a chunk's GEMM lasts milliseconds: one slow round must not set the rate);
  *   - the memory bandwidth (bytes/s) of a streaming y = y + a*x over 64 MiB arrays (12 bytes
  *     an element), the rate of the element-wise ops and the optimizer; the best of a few rounds;
  *   - both again as one rank gets them while R ranks share this CPU (measure_rank_rates): R
@@ -35,14 +37,18 @@ static float* measure_buffer(size_t n) {
 // The step's GEMM shapes (K, OC): one layer's four, then the LM head; buffers for the largest.
 typedef struct {
     int N, L, shapes[5][2];
+    double head_scale; // Vp / R: the LM head is that many chunk GEMMs
     float *in, *out, *w, *dw, *din;
 } MeasureGemms;
 
-static void measure_gemms_alloc(MeasureGemms* g, int N, int C, int Vp, int L) {
-    const int shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, Vp}};
+static void measure_gemms_alloc(MeasureGemms* g, int N, int C, int Vp, int R, int L) {
+    if (R <= 0 || R > Vp) R = Vp;
+    const int shapes[5][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}, {C, R}};
     memcpy(g->shapes, shapes, sizeof(shapes));
     g->N = N;
     g->L = L;
+    g->head_scale = (double)Vp / R;
+    Vp = R;
     size_t in_n = (size_t)N * 4 * C, out_n = (size_t)N * (Vp > 4 * C ? Vp : 4 * C), w_n = (size_t)C * (Vp > 4 * C ? Vp : 4 * C);
     g->in = measure_buffer(in_n); g->out = measure_buffer(out_n); g->w = measure_buffer(w_n); g->dw = measure_buffer(w_n);
     g->din = measure_buffer(in_n);
@@ -59,21 +65,26 @@ static double measure_gemm(MeasureGemms* g, int s) {
     return omp_get_wtime() - t0;
 }
 
-// FLOP/s of the step's mix from each shape's seconds: L times one layer's four GEMMs, once the
-// LM head's (d4: 1/4 of the FLOPs).
+// FLOP/s of the step's mix from each shape's seconds: L times one layer's four GEMMs, Vp/R times
+// one LM-head chunk's (d4: 3/4 of the FLOPs at B x T = 128).
 static double measure_gemm_mix(const MeasureGemms* g, const double seconds[5]) {
     double layer_flops = 0.0, layer_s = 0.0;
     for (int s = 0; s < 4; s++) { layer_flops += 6.0 * g->N * g->shapes[s][0] * (double)g->shapes[s][1]; layer_s += seconds[s]; }
     double head_flops = 6.0 * g->N * (double)g->shapes[4][0] * g->shapes[4][1];
-    return (g->L * layer_flops + head_flops) / (g->L * layer_s + seconds[4]);
+    return (g->L * layer_flops + g->head_scale * head_flops) / (g->L * layer_s + g->head_scale * seconds[4]);
 }
 
-// FLOP/s of the step's GEMMs (L layers of 4, plus the LM head) at N rows, C channels, Vp vocab.
-static double measure_sgemm_flops(int N, int C, int Vp, int L) {
+// FLOP/s of the step's GEMMs (L layers of 4, plus the LM head in chunks of R rows) at N rows, C
+// channels, Vp vocab.
+static double measure_sgemm_flops(int N, int C, int Vp, int R, int L) {
     MeasureGemms g;
-    measure_gemms_alloc(&g, N, C, Vp, L);
+    measure_gemms_alloc(&g, N, C, Vp, R, L);
     double best[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
-    for (int round = 0; round < 2; round++)
+    for (int s = 0; s < 5; s++) measure_gemm(&g, s); // warm-up: the thread pool, the BLAS's buffers, first touch
+    // Rounds of milliseconds each (the LM head measured one vocab chunk at a time): the best of at
+    // least 3 and 0.2 s of them, so one slow round (a wake-up, a page fault) does not set the rate.
+    double t_end = omp_get_wtime() + 0.2;
+    for (int round = 0; round < 3 || (round < 100 && omp_get_wtime() < t_end); round++)
         for (int s = 0; s < 5; s++) {
             double t = measure_gemm(&g, s);
             if (t < best[s]) best[s] = t;
@@ -108,13 +119,13 @@ static double measure_memory_bandwidth(void) {
 
 /*
  * What one rank computes per second while `ranks` ranks, each on `threads` OpenMP threads, share
- * this CPU: `ranks` processes at once (forked, as mpirun starts them), each timing one round of
- * the step's GEMM mix and then 4 streaming passes over 32 MiB arrays; a rank that finishes a
- * round repeats its work until every rank has finished it, so every timed round ran under the
- * full sharing (time slicing when ranks x threads exceed the cores, the shared memory bus and
- * caches, and whatever else runs on the machine now). One timed round each, not the best of
- * several: a short best-of round catches a moment when a rank has a core to itself, which the
- * run's ranks do not get. Beside each rank's GEMMs a thread loops as the progress thread does
+ * this CPU: `ranks` processes at once (forked, as mpirun starts them), each timing rounds of the
+ * step's GEMM mix for 0.2 s (at least one; their mean) and then 4 streaming passes over 32 MiB
+ * arrays; a rank that finishes repeats its work until every rank has finished, so every timed
+ * round ran under the full sharing (time slicing when ranks x threads exceed the cores, the shared
+ * memory bus and caches, and whatever else runs on the machine now). The mean of the timed
+ * rounds, not the best: a short best-of round catches a moment when a rank has a core to itself,
+ * which the run's ranks do not get; 0.2 s of them spans many time slices. Beside each rank's GEMMs a thread loops as the progress thread does
  * (sleep poll_us, wake): *poll is how long a turn took, i.e. how often a rank's communication
  * moves while the ranks compute. Out: the ranks' mean and the slowest rank's rates (time slicing
  * is fair over long spans, not within one step, and a data-parallel step waits for its slowest
@@ -149,10 +160,10 @@ static void measure_wait_all(int* counter, int ranks) {
     while (__atomic_load_n(counter, __ATOMIC_ACQUIRE) < ranks) sched_yield();
 }
 
-static void measure_rank(MeasureShared* sh, int i, int ranks, int threads, int N, int C, int Vp, int L, int poll_us) {
+static void measure_rank(MeasureShared* sh, int i, int ranks, int threads, int N, int C, int Vp, int R, int L, int poll_us) {
     omp_set_num_threads(threads);
     MeasureGemms g;
-    measure_gemms_alloc(&g, N, C, Vp, L);
+    measure_gemms_alloc(&g, N, C, Vp, R, L);
     size_t n = (size_t)8 << 20;
     float *x = measure_buffer(n), *y = measure_buffer(n);
     measure_gemm(&g, 1); // the BLAS's first call (its buffers), untimed
@@ -161,8 +172,12 @@ static void measure_rank(MeasureShared* sh, int i, int ranks, int threads, int N
     MeasurePoller poller = {0, poll_us, 0, 0.0};
     pthread_t poller_id;
     int polling = poll_us > 0 && pthread_create(&poller_id, NULL, measure_poller, &poller) == 0;
-    double seconds[5];
-    for (int s = 0; s < 5; s++) seconds[s] = measure_gemm(&g, s);
+    // Rounds for at least 0.2 s, all timed (the mean under the sharing, not a lucky best one)
+    double seconds[5] = {0}, t_end = omp_get_wtime() + 0.2;
+    int rounds = 0;
+    for (; rounds < 1 || (rounds < 100 && omp_get_wtime() < t_end); rounds++)
+        for (int s = 0; s < 5; s++) seconds[s] += measure_gemm(&g, s);
+    for (int s = 0; s < 5; s++) seconds[s] /= rounds; // one round's mean seconds
     sh->flops[i] = measure_gemm_mix(&g, seconds);
     if (polling) {
         poller.stop = 1;
@@ -180,7 +195,7 @@ static void measure_rank(MeasureShared* sh, int i, int ranks, int threads, int N
     free(x); free(y);
 }
 
-static int measure_rank_rates(int ranks, int threads, int N, int C, int Vp, int L, int poll_us, MeasureRankRates* out) {
+static int measure_rank_rates(int ranks, int threads, int N, int C, int Vp, int R, int L, int poll_us, MeasureRankRates* out) {
     if (ranks < 1) ranks = 1;
     if (ranks > 64) ranks = 64;
     MeasureShared* sh = (MeasureShared*)mmap(NULL, sizeof(MeasureShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -193,7 +208,7 @@ static int measure_rank_rates(int ranks, int threads, int N, int C, int Vp, int 
     for (; started < ranks; started++) {
         pids[started] = fork();
         if (pids[started] < 0) break;
-        if (pids[started] == 0) { measure_rank(sh, started, ranks, threads, N, C, Vp, L, poll_us); _exit(0); }
+        if (pids[started] == 0) { measure_rank(sh, started, ranks, threads, N, C, Vp, R, L, poll_us); _exit(0); }
     }
     if (started < ranks) { // the ones started wait for all: release them, then report
         __atomic_store_n(&sh->started, ranks, __ATOMIC_RELEASE);

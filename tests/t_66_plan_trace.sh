@@ -95,6 +95,25 @@ check plan_cpu_measures_4_ranks_at_once_for_2_hosts_here test "$(OMP_NUM_THREADS
 check plan_cpu_measures_a_nodes_2_ranks_at_once test "$(OMP_NUM_THREADS=1 plan_sharing cpu,rpn=2 -np 4)" = "2 uses_it"
 check plan_cpu_one_rank_measures_alone test "$(OMP_NUM_THREADS=1 plan_sharing cpu -np 1)" = "0 uses_it"
 
+# 3c. The cpu machine's compute is the GEMMs' FLOPs at the measured sgemm rate plus the other ops'
+#     seconds measured at the plan's shapes (cpu/measure_ops.h), as zero/plan_compute.h says:
+#     recomputed here from the model's shapes and the plan_json's measured values, one rank,
+#     stage 0 (no sharing: scales 1). Tolerance 1e-3 relative: the json's 6 significant digits.
+build/train_gpt2_z0 --plan cpu -e d2 -t 8 -b 2 -np 1 >"$ZT/ops.plan" 2>&1
+check plan_cpu_compute_is_gemms_at_rate_plus_measured_ops python3 - "$ZT/ops.plan" <<'PY'
+import json, sys
+p = [json.loads(l[10:]) for l in open(sys.argv[1]) if l.startswith("plan_json ")][0]
+L, C, Vp, BT, e = 2, 128, 50304, 2 * 8, 4.0   # d2, -b 2 -t 8, fp32
+assert p["ops_measured"] == 1 and p["ops_scale"] == 1 and p["ops_mem_scale"] == 1, p
+gemm = (L * 72.0 * BT * C * C + 8.0 * BT * C * Vp) / p["rank_flops"]          # layers fwd 24, bwd 48 BT C^2; LM head 2 + 2 (recompute) + 4 BT C Vp
+small = (6.0 + 6.0) * BT * C * e / p["rank_mem_bw"]                               # encoder 3 + 3, final LayerNorm 2 + 4 (BT C elements)
+ops = L * (p["op_layer_fwd_s"] + p["op_layer_bwd_s"]) + p["op_head_fwd_s"] + p["op_head_bwd_s"]
+opt = p["padded_parameters"] * (p["op_optimizer_s"] + p["op_zero_grads_s"])
+want = 1e3 * (gemm + small + ops + opt)
+print(f"compute {p['compute_ms']:.4f} ms, recomputed {want:.4f} ms")
+sys.exit(0 if abs(p["compute_ms"] - want) <= 1e-3 * want else 1)
+PY
+
 # 4. The pictures.
 if python3 -c "import matplotlib" 2>/dev/null; then
     check plot_timeline_png_of_traced_step python3 scripts/plot_timeline.py "$ZT/z3_np2.json" --step 3 --out "$ZT/z3.png"

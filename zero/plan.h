@@ -171,11 +171,16 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     memset(&tm, 0, sizeof(tm));
     PlanCost fwd[256 + 2], bwd[256 + 2], head_fwd, head_bwd;
     if (L > 256) { fprintf(stderr, "error: --plan: %d layers; expected at most 256\n", L); param_layout_free(&layout); return 1; }
-    plan_unit_costs(pm, fwd, bwd, &head_fwd, &head_bwd);
-    for (int u = 0; u <= L + 1; u++) { tm.fwd[u] = plan_cost_seconds(&fwd[u], flops, mem_bw); tm.bwd[u] = plan_cost_seconds(&bwd[u], flops, mem_bw); }
-    tm.head_fwd = plan_cost_seconds(&head_fwd, flops, mem_bw);
-    tm.head_bwd = plan_cost_seconds(&head_bwd, flops, mem_bw);
-    tm.optimizer_per_element = pm->optimizer_bytes_per_element / mem_bw;
+    plan_unit_costs(pm, m, fwd, bwd, &head_fwd, &head_bwd);
+    double mem_scale, ops_scale = plan_ops_scale(m, flops, mem_bw, &mem_scale);
+    for (int u = 0; u <= L + 1; u++) {
+        tm.fwd[u] = plan_cost_seconds(&fwd[u], flops, mem_bw, ops_scale);
+        tm.bwd[u] = plan_cost_seconds(&bwd[u], flops, mem_bw, ops_scale);
+    }
+    tm.head_fwd = plan_cost_seconds(&head_fwd, flops, mem_bw, ops_scale);
+    tm.head_bwd = plan_cost_seconds(&head_bwd, flops, mem_bw, ops_scale);
+    tm.optimizer_per_element = m->ops_measured ? m->op_optimizer_s * mem_scale : pm->optimizer_bytes_per_element / mem_bw;
+    tm.zero_grads_per_element = m->ops_measured ? m->op_zero_grads_s * mem_scale : 0.0;
     tm.scalar_s = plan_scalar_seconds(&net);
     double step_flops = 0.0;
     for (int u = 0; u <= L + 1; u++) step_flops += fwd[u].flops + bwd[u].flops;
@@ -257,11 +262,15 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
                 "\"bytes_ring\":%zu,\"bytes_activations\":%zu,\"bytes_total\":%zu,\"bytes_state_formula\":%zu,\"fits\":%s,"
                 "\"sent_elements\":%lld,\"sent_elements_formula\":%lld,\"element_bytes\":%d,\"bytes_across_per_node\":%.0f,"
                 "\"rank_flops\":%.6g,\"rank_mem_bw\":%.6g,\"rank_rates_ranks\":%d,"
+                "\"ops_measured\":%d,\"op_layer_fwd_s\":%.6g,\"op_layer_bwd_s\":%.6g,\"op_head_fwd_s\":%.6g,\"op_head_bwd_s\":%.6g,"
+                "\"op_optimizer_s\":%.6g,\"op_zero_grads_s\":%.6g,\"ops_scale\":%.6g,\"ops_mem_scale\":%.6g,"
                 "\"compute_ms\":%.4f,\"comm_ms\":%.4f,\"exposed_ms\":%.4f,\"step_ms\":%.4f,\"tokens_per_s\":%.2f,\"mfu\":%.5f}\n",
                 p->stage, N, rpn, net.nodes, A, layout.padded_numel, p->bytes.params, p->bytes.grads, p->bytes.optimizer,
                 p->bytes.working, p->bytes.ring, p->bytes.activations, p->bytes.total, p->bytes.state_formula,
                 p->fits ? "true" : "false", p->step.sent_elements, p->sent_formula, e,
-                net.nodes > 1 ? (double)p->step.sent_elements * e : 0.0, flops, mem_bw, m->rank_rates_ranks, 1e3 * p->step.compute_s, 1e3 * p->step.comm_s,
+                net.nodes > 1 ? (double)p->step.sent_elements * e : 0.0, flops, mem_bw, m->rank_rates_ranks,
+                m->ops_measured, m->op_layer_fwd_s, m->op_layer_bwd_s, m->op_head_fwd_s, m->op_head_bwd_s, m->op_optimizer_s,
+                m->op_zero_grads_s, ops_scale, mem_scale, 1e3 * p->step.compute_s, 1e3 * p->step.comm_s,
                 1e3 * p->step.exposed_s, 1e3 * p->step.step_s, p->tokens_per_s, p->mfu);
     }
     int pp_bad = pp != NULL && N > 1 && plan_print_zeropp(pm, m, &layout, &net, &tm, rpn, mem_bw, budget, &st[3], pp, trace_path, out) != 0;

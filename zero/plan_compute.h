@@ -10,7 +10,9 @@
 #error "zero/plan_compute.h is part of the ZeRO engine; include zero.cuh"
 #endif
 
-typedef struct { double flops, bytes; } PlanCost;
+// flops at the matmul rate, bytes at the memory rate, seconds measured on the machine (cpu:
+// cpu/measure_ops.h) of which measured_flops are part (counted for the FLOP totals, not timed twice).
+typedef struct { double flops, bytes, seconds, measured_flops; } PlanCost;
 
 // Training FLOPs per token, MFU's numerator (the GPU trainer's step lines and the plan), as llm.c
 // counts it (gpt2_estimate_mfu): 6N for the weights (forward 2N, backward 4N) plus 6 L C T for
@@ -39,14 +41,22 @@ static double plan_attention_product_flops(const PlanModel* pm) {
  * logits BT x R at a time; the whole LM head's work here, zero/plan_schedule.h splits it by
  * rows): forward writes and the classifier reads the logits; backward recomputes them (2 BT C Vp
  * more), the classifier reads them and writes dlogits in place.
+ * When the machine measured its ops (m->ops_measured: the cpu machine, cpu/measure_ops.h), a
+ * layer's non-GEMM ops and attention, and the classifier, are those measured seconds instead of
+ * bytes and attention FLOPs: their byte counts predicted them poorly (scalar expf over BT x Vp
+ * logits, attention's 64-row per-head sgemms, GELU's polynomial; dev/bench/op_profile.c).
  */
-static void plan_unit_costs(const PlanModel* pm, PlanCost* fwd, PlanCost* bwd, PlanCost* head_fwd, PlanCost* head_bwd) {
+static void plan_unit_costs(const PlanModel* pm, const PlanMachine* m, PlanCost* fwd, PlanCost* bwd, PlanCost* head_fwd, PlanCost* head_bwd) {
     const GPT2Config* c = pm->config;
     double BT = (double)pm->B * pm->T, C = c->channels, Vp = c->padded_vocab_size, e = pm->element_bytes;
     double att = plan_attention_product_flops(pm);
     double att_matrix = pm->stores_attention_matrix ? att / (2.0 * C) * c->num_heads * e : 0.0; // B NH (T x T causal) elements
     int L = c->num_layers;
-    for (int u = 0; u <= L + 1; u++) { fwd[u].flops = fwd[u].bytes = bwd[u].flops = bwd[u].bytes = 0.0; }
+    int measured = m != NULL && m->ops_measured;
+    memset(fwd, 0, sizeof(*fwd) * (size_t)(L + 2));
+    memset(bwd, 0, sizeof(*bwd) * (size_t)(L + 2));
+    memset(head_fwd, 0, sizeof(*head_fwd));
+    memset(head_bwd, 0, sizeof(*head_bwd));
     fwd[0].bytes = 3.0 * BT * C * e;          // encoder: gather wte rows, wpe, write
     bwd[0].bytes = 3.0 * BT * C * e;
     for (int l = 1; l <= L; l++) {
@@ -54,6 +64,13 @@ static void plan_unit_costs(const PlanModel* pm, PlanCost* fwd, PlanCost* bwd, P
         fwd[l].bytes = BT * C * e * (2 * 2 + 8 + 2 * 3 + 2) + 2.0 * att_matrix;
         bwd[l].flops = 48.0 * BT * C * C + pm->attention_backward_products * att;
         bwd[l].bytes = 2.0 * fwd[l].bytes;
+        if (measured) {
+            fwd[l].bytes = bwd[l].bytes = 0.0;
+            fwd[l].measured_flops = 2.0 * att;
+            bwd[l].measured_flops = pm->attention_backward_products * att;
+            fwd[l].seconds = m->op_layer_fwd_s;
+            bwd[l].seconds = m->op_layer_bwd_s;
+        }
     }
     fwd[L + 1].bytes = 2.0 * BT * C * e;
     bwd[L + 1].bytes = 4.0 * BT * C * e;
@@ -61,6 +78,11 @@ static void plan_unit_costs(const PlanModel* pm, PlanCost* fwd, PlanCost* bwd, P
     head_fwd->bytes = 2.0 * BT * Vp * e;
     head_bwd->flops = 6.0 * BT * C * Vp;
     head_bwd->bytes = 3.0 * BT * Vp * e;
+    if (measured) {
+        head_fwd->bytes = head_bwd->bytes = 0.0;
+        head_fwd->seconds = m->op_head_fwd_s;
+        head_bwd->seconds = m->op_head_bwd_s;
+    }
 }
 
 /*
@@ -85,6 +107,23 @@ static double plan_rank_rates(const PlanMachine* m, int rpn, double* flops, doub
     return share;
 }
 
-static double plan_cost_seconds(const PlanCost* c, double flops_rate, double mem_bw) { return c->flops / flops_rate + c->bytes / mem_bw; }
+// ops_scale: how much slower the measured ops run for this rank than they did measured alone
+// (plan_ops_scale; 1 when alone).
+static double plan_cost_seconds(const PlanCost* c, double flops_rate, double mem_bw, double ops_scale) {
+    return (c->flops - c->measured_flops) / flops_rate + c->bytes / mem_bw + c->seconds * ops_scale;
+}
+
+/*
+ * The measured ops (cpu/measure_ops.h) were timed by one rank alone on its threads; when ranks
+ * share the cores the plan's rates are the ones one rank gets with all running (rank_flops,
+ * rank_mem_bw, or the cores' share): the ops slow down as the GEMMs do (compute: the classifier's
+ * exp, attention, GELU) or as the stream does (memory: the optimizer, the zeroing). Returns the
+ * GEMM rate's ratio, *mem_scale the streaming rate's (both 1 when not shared).
+ */
+static double plan_ops_scale(const PlanMachine* m, double flops, double mem_bw, double* mem_scale) {
+    double solo_flops = m->peak_flops * m->gemm_eff;
+    *mem_scale = m->mem_bw > 0.0 && mem_bw > 0.0 && m->mem_bw > mem_bw ? m->mem_bw / mem_bw : 1.0;
+    return solo_flops > 0.0 && flops > 0.0 && solo_flops > flops ? solo_flops / flops : 1.0;
+}
 
 #endif // ZERO_PLAN_COMPUTE_H

@@ -11,7 +11,7 @@
 #endif
 
 typedef struct {
-    char name[400];
+    char name[800];
     double peak_flops;     // per device (MFU's denominator): bf16 dense tensor cores, or the measured sgemm rate
     double gemm_eff;       // fraction of peak_flops the GEMMs run at
     double mem_bw;         // bytes/s per device for element-wise ops and the optimizer
@@ -30,6 +30,12 @@ typedef struct {
     double rank_flops, rank_mem_bw;
     int rank_rates_ranks;
     double quant_bw;       // ZeRO++'s (de)quantize passes, bytes/s streamed (quant_gbs); 0: measured (cpu) or the memory rate
+    // cpu: the work besides the big GEMMs timed at the plan's shapes by one rank alone on its
+    // threads (cpu/measure_ops.h): one layer's forward and backward, the classifier over the whole
+    // vocabulary forward and backward (seconds), the optimizer per owned element and the
+    // gradients' zeroing per element (seconds). 0 (ops_measured 0): bytes at mem_bw instead.
+    int ops_measured;
+    double op_layer_fwd_s, op_layer_bwd_s, op_head_fwd_s, op_head_bwd_s, op_optimizer_s, op_zero_grads_s;
 } PlanMachine;
 
 /*

@@ -43,6 +43,7 @@ typedef struct {
     PlanSlot param_work[ZERO_WORKING_UNITS], grad_work[ZERO_WORKING_UNITS];
     long long clock;
     double shard_add_bytes_per_element; // CPU stages 2, 3: adding the reduced slice into the shard
+    double zero_work_per_element;       // stages 2, 3: zeroing a gradient working unit as backward takes it (cpu: measured)
     double mem_bw;
     ZeroTraceEvent* trace; int trace_count, trace_capacity, step; // the predicted timeline (--plan with -tr)
     const PlanPP* pp;    // ZeRO++ (zero/plan_zeropp.h), NULL: plain
@@ -160,11 +161,14 @@ static void plan_grads(PlanSim* s, int unit) { // zero_grads_unit (stages 2, 3: 
     if (s->stage < 2) return;
     PlanSlot* w = plan_find(s->grad_work, unit);
     if (w != NULL) plan_grad_finish(s, w);
-    if (plan_take(s, s->grad_work, unit) != NULL) return;
-    PlanSlot* oldest = NULL;
-    for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (oldest == NULL || s->grad_work[i].age < oldest->age) oldest = &s->grad_work[i];
-    plan_grad_finish(s, oldest);
-    plan_take(s, s->grad_work, unit);
+    if (plan_take(s, s->grad_work, unit) == NULL) {
+        PlanSlot* oldest = NULL;
+        for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (oldest == NULL || s->grad_work[i].age < oldest->age) oldest = &s->grad_work[i];
+        plan_grad_finish(s, oldest);
+        plan_take(s, s->grad_work, unit);
+    }
+    if (s->zero_work_per_element > 0) // the engine zeroes the working unit it hands out
+        plan_compute(s, ZERO_TRACE_BACKWARD, unit, (double)s->layout->units[unit].padded_numel * s->zero_work_per_element);
 }
 
 /*
@@ -221,6 +225,7 @@ typedef struct {
 
 typedef struct {
     double fwd[256 + 2], bwd[256 + 2], head_fwd, head_bwd, optimizer_per_element;
+    double zero_grads_per_element; // the gradients' memset before a step (cpu: measured; else 0)
     double scalar_s;
 } PlanTimes;
 
@@ -308,7 +313,8 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
         int u = zero_unit_in_use_order(layout, i);
         const ParamUnit* pu = &s->layout->units[u];
         size_t owned = s->stage == 0 ? pu->padded_numel : pu->shard_numel;
-        PLAN_RUN(ZERO_TRACE_OPTIMIZER, u, (double)owned * tm->optimizer_per_element);
+        size_t grads = s->stage <= 1 ? pu->padded_numel : pu->shard_numel; // the gradient buffer the next step zeroes
+        PLAN_RUN(ZERO_TRACE_OPTIMIZER, u, (double)owned * tm->optimizer_per_element + (double)grads * tm->zero_grads_per_element);
         if (s->stage == 1 || s->stage == 2)
             s->param_done[u] = plan_issue(s, ZERO_OP_ALL_GATHER, u, plan_ring_seconds(s->net, pu->padded_numel, N - 1, 0),
                                           zero_ring_all_gather_elements(pu->padded_numel, N));
@@ -336,6 +342,7 @@ static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNe
     s.param_done = (double*)zero_calloc((size_t)s.num_units, sizeof(double), "plan");
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) s.param_work[i].unit = s.grad_work[i].unit = -1;
     s.shard_add_bytes_per_element = stage >= 2 ? shard_add_bytes_per_element : 0.0;
+    s.zero_work_per_element = stage >= 2 ? tm->zero_grads_per_element : 0.0;
     s.mem_bw = mem_bw;
     s.trace = trace;
     s.trace_capacity = capacity;
