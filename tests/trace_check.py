@@ -70,12 +70,20 @@ def unit_numels(cfg, n):
     return [(u + q - 1) // q * q for u in units], wte
 
 
-def sent_formula(stage, psi, e, n, a):
+def tied_block(cfg, stage, n, gpu):
+    # CPU stages 0-1, N > 1 (zero/tied_rows_cpu.h): one rank's block of the encoder's wte rows,
+    # B*T token rows and T wpe rows, each a float id and C values; all-gathered once per step
+    if stage > 1 or n == 1 or gpu:
+        return 0
+    return (cfg["B"] * cfg["T"] + cfg["T"]) * (cfg["C"] + 1)
+
+
+def sent_formula(stage, psi, e, n, a, tied=0):
     # DESIGN.md's rows (zero/layout.h: zero_elements_sent_formula), per rank per step; e = E
     if n == 1:
         return 0
     per, emb = psi // n * (n - 1), e // n * (n - 1)
-    return {0: 2 * per, 1: 2 * per, 2: (a + 1) * per + a * emb, 3: 3 * a * per + 2 * a * emb}[stage]
+    return {0: 2 * per + tied * (n - 1), 1: 2 * per + tied * (n - 1), 2: (a + 1) * per + a * emb, 3: 3 * a * per + 2 * a * emb}[stage]
 
 
 def check_trace(run, stem, wait_tol_ms):
@@ -148,16 +156,21 @@ def check_trace(run, stem, wait_tol_ms):
         for c in (e for e in spans if e["cat"] == "comm"):
             n_comm += 1
             kind, unit, el = c["args"]["kind"], c["args"]["unit"], c["args"]["elements"]
-            want_el = 0 if kind == "scalar all_reduce" else KIND_FACTOR[kind] * numels[unit] * (n - 1) // n
+            tied = tied_block(cfg, stage, n, other.get("build") == "gpu")
+            if kind == "all_gather" and unit == -1 and tied:  # the encoder's wte rows
+                want_el = tied * (n - 1)
+            else:
+                want_el = 0 if kind == "scalar all_reduce" else KIND_FACTOR[kind] * numels[unit] * (n - 1) // n
             if el != want_el or c["args"]["bytes"] != el * other["element_bytes"]:
                 problems.append(f"{path}: '{c['name']}' {el} elements, {c['args']['bytes']} bytes; expected {want_el}")
             key = (r, c["args"]["step"])
             step_sums[key] = step_sums.get(key, 0) + el
         for s in want:
             got = step_sums.get((r, s), 0)
-            if got != train[s]["sent_elements"] or got != sent_formula(stage, psi, e_wte, n, a):
+            want_sent = sent_formula(stage, psi, e_wte, n, a, tied_block(cfg, stage, n, other.get("build") == "gpu"))
+            if got != train[s]["sent_elements"] or got != want_sent:
                 problems.append(f"{path}: step {s}: collectives send {got} elements; log {train[s]['sent_elements']}, "
-                                f"formula {sent_formula(stage, psi, e_wte, n, a)}")
+                                f"formula {want_sent}")
     print(f"{n} ranks, stage {stage}: {n_comm} collectives, {n_wait} waits; " +
           (f"{len(problems)} problems, first: {problems[0]}" if problems else "tracks, nesting, bytes and waits as the log says"))
     return 1 if problems else 0
