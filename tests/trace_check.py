@@ -21,6 +21,10 @@ sizes and ring counts are recomputed here from the model config (not read from t
       - rank 0's waits in each step add up to the log's comm_wait_ms (within X ms, default 0.05:
         both sum the same intervals, the log printing 3 decimals; measured on the CPU build at
         most 0.0005 ms; a GPU build adds each wait's float-ms event resolution, see below).
+  early RUN TRACE
+      CPU stages 0-1, N > 1: each wte unit's reduction is issued right after its LM-head backward
+      (after that span starts, before the encoder's first backward span), and the encoder rows'
+      all-gather (unit -1) once, after the encoder (zero/tied_rows_cpu.h)
   plan PLAN_OUT RUN
       PLAN_OUT is the stdout of --plan for RUN's model, batch and world: the plan_json line of
       RUN's stage has the run's bytes per rank (params, grads, optimizer, working units, the
@@ -298,6 +302,46 @@ def check_zeropp_plan(plan_out, run):
     return 1 if diff else 0
 
 
+def check_early(run, stem):
+    """CPU stages 0-1, N > 1 (zero/tied_rows_cpu.h): in every traced step on every rank, each wte
+    unit's reduction (stage 0 all-reduce, stage 1 reduce-scatter) is issued after its LM-head
+    backward span starts and before the encoder's first backward span starts, and one all-gather
+    of the encoder's rows (unit -1) is issued after the last encoder span starts."""
+    cfg, _ = log_records(run)
+    n, stage, a = cfg["world_size"], cfg["zero_stage"], cfg["grad_accum_steps"]
+    _, wte = unit_numels(cfg, n)
+    kind = {0: "all_reduce", 1: "reduce_scatter"}[stage]
+    files = sorted(glob.glob(glob.escape(stem[:-5]) + ".rank*.json"))
+    problems, checked, lead = [], 0, []
+    for path in files:
+        d = json.load(open(path))
+        spans = [e for e in d["traceEvents"] if e["ph"] == "X"]
+        for s in range(d["otherData"]["first_step"], d["otherData"]["last_step"] + 1):
+            bwd = [e for e in spans if e["cat"] == "backward" and e["args"]["step"] == s and e["args"]["micro_step"] == a - 1]
+            encoder = sorted((e for e in bwd if e["args"]["unit"] in wte), key=lambda e: e["ts"])
+            head = {-2 - e["args"]["unit"]: e for e in bwd if e["args"]["unit"] <= -2}  # zero_trace_lm_head(k) = -2 - k
+            comm = [e for e in spans if e["cat"] == "comm" and e["args"]["step"] == s]
+            if len(encoder) != len(wte) or len(head) != len(wte):
+                problems.append(f"{path} step {s}: {len(encoder)} encoder and {len(head)} LM-head spans for {len(wte)} wte units")
+                continue
+            for k, u in enumerate(wte):
+                ops = [e for e in comm if e["args"]["kind"] == kind and e["args"]["unit"] == u]
+                issued = ops[0]["args"]["issued_us"] if len(ops) == 1 else None
+                if issued is None or not head[k]["ts"] <= issued < encoder[0]["ts"]:
+                    problems.append(f"{path} step {s}: wte unit {u}: {len(ops)} {kind}, issued at {issued}; LM head {k} at "
+                                    f"{head[k]['ts']}, encoder from {encoder[0]['ts']}")
+                else:
+                    checked += 1
+                    lead.append(encoder[0]["ts"] - issued)
+            rows = [e for e in comm if e["args"]["kind"] == "all_gather" and e["args"]["unit"] == -1]
+            if len(rows) != 1 or rows[0]["args"]["issued_us"] < encoder[-1]["ts"]:
+                problems.append(f"{path} step {s}: {len(rows)} all-gathers of the encoder's rows, expected 1 after the encoder")
+    print(f"{n} ranks, stage {stage}: {checked} wte {kind}s issued before the encoder's backward "
+          f"(by {min(lead, default=0) / 1e3:.1f}-{max(lead, default=0) / 1e3:.1f} ms), the rows' all-gather after it: " +
+          (f"{len(problems)} problems, first: {problems[0]}" if problems else "as built"))
+    return 1 if problems or checked == 0 else 0
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "trace":
@@ -309,6 +353,8 @@ def main():
         return res
     if cmd == "plan":
         return check_plan(args[0], args[1])
+    if cmd == "early":
+        return check_early(args[0], args[1])
     if cmd == "zeropp_trace":
         return check_zeropp_trace(args[0], args[1])
     if cmd == "zeropp_plan":
