@@ -145,7 +145,7 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
     for (int i = 0; i < n; i++) *slots[i] = carve(&cur, sizes[i]);
     model->inputs = (int*)zero_calloc(BT, sizeof(int), "inputs");
     model->token_rows = (int*)zero_calloc(BT, sizeof(int), "token rows");
-    zero_reserve_kept_rows(&model->zero, BT, model->config.channels); // stages 2-3: the encoder's rows of wte's gradient
+    zero_reserve_kept_rows(&model->zero, BT, T, model->config.channels); // the encoder's rows of wte's gradient (and wpe's T)
     model->B = B;
     model->T = T;
 }
@@ -323,7 +323,8 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
     // LM head, one vocab chunk at a time: recompute the chunk's logits, turn them into dlogits
     // with forward's softmax statistics, dlnf += dlogits wte_k and dwte_k += dlogits^T lnf. The
     // engine reduces dwte_k's LM-head part at once except the rows of this micro-batch's tokens,
-    // which the encoder adds to at the end (zero_grads_unit_partly_ready).
+    // which the encoder adds to at the end (zero_grads_unit_partly_ready; stages 0, 1 on the last
+    // micro-step start the chunk's reduction here too, zero/tied_rows_cpu.h).
     int K = layout->num_wte_units;
     int num_tokens = distinct_tokens(model->token_rows, model->inputs, BT), token = 0;
     zero_pp_pass(z, 1); // ZeRO++: the gathers from here on serve backward (forward switched before its last prefetch)
@@ -341,7 +342,7 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
         zero_params_unit_done(z, wte_unit(layout, k));
         int first = token; // this chunk's tokens, as rows inside the chunk
         while (token < num_tokens && model->token_rows[token] < row0 + rows) model->token_rows[token++] -= row0;
-        zero_grads_unit_partly_ready(z, wte_unit(layout, k), model->token_rows + first, token - first, C);
+        zero_grads_unit_partly_ready(z, wte_unit(layout, k), model->token_rows + first, token - first, C, last_micro_step);
     }
 
     zero_trace_compute(z, ZERO_TRACE_BACKWARD, UNIT_FINAL(c));
@@ -607,8 +608,9 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   max_steps, args->learning_rate, start_step, psi, model->layout.num_wte_units,
                   z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working, z->bytes_ring, model->act_bytes,
                   zero_state_bytes_formula(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_text[ZERO_STAGE],
-                  zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_embedding_numel(&model->layout)),
-                  zero_elements_sent_formula_text[ZERO_STAGE], zero_offload_config_fields(z, grad_accum_steps, offload_fields, sizeof(offload_fields)),
+                  zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_embedding_numel(&model->layout),
+                                             z->tied_block_numel),
+                  zero_elements_sent_text(ZERO_STAGE, z->tied_block_numel), zero_offload_config_fields(z, grad_accum_steps, offload_fields, sizeof(offload_fields)),
                   noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns),
                   batch_schedule_config_fields(batch_fields, sizeof(batch_fields), batch));
     fflush(stdout);

@@ -22,6 +22,7 @@
  *   zero/zeropp.h       ZeRO++ (CPU build; flags and formulas for both): int8 forward all-gather
  *                       (qwZ), secondary shard for backward within a host (hpZ), int4 two-level
  *                       gradient all-to-all (qgZ)
+ *   zero/tied_rows_cpu.h CPU stages 0, 1: wte's units reduced after the LM head, the encoder's rows all-gathered
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
  *   zero/plan_machine.h the planner's machine: presets (h100, h200, cpu) and overrides
@@ -160,6 +161,7 @@ typedef float ZeroFloat;
 #include "zero/work_units.h"
 #include "zero/offload.h"
 #include "zero/zeropp.h"
+#include "zero/tied_rows_cpu.h"
 #include "zero/engine_cpu.h"
 #include "zero/accounting.h"
 #include "zero/plan_machine.h"

@@ -7,6 +7,9 @@
 #      count of its kind and unit; each step's collectives add up to the log's sent elements and
 #      DESIGN.md's formula (exact); rank 0's waits add up to the log's comm wait (within 0.05 ms:
 #      the same intervals, summed, the log printing 3 decimals; measured difference <= 0.001 ms).
+#      Stages 0-1: every wte unit's reduction is issued after its LM-head backward span starts and
+#      before the encoder's first backward span, and the encoder rows' all-gather once after the
+#      encoder (tests/trace_check.py early; measured failing on the build before zero/tied_rows_cpu.h).
 #   2. Tracing changes nothing it traces: the losses with and without -tr are identical (6
 #      decimals), and without -tr no file is written.
 #   3. --plan: for each of those runs the plan's bytes per rank (params, grads, optimizer,
@@ -51,6 +54,9 @@ trun 3 2 z2_np3_accum2 -b 2 -d 96 && plan_args[z2_np3_accum2]="-b 2 -d 96 -np 3"
 for name in z0_np2 z1_np2 z2_np2 z3_np2 z2_np3_accum2; do
     if [ -z "${plan_args[$name]:-}" ]; then echo "FAIL trace_${name}_runs: $(tail -2 "$ZT/$name.out" | tr '\n' ' ')"; continue; fi
     check "trace_${name}_tracks_nesting_bytes_waits_match_log" python3 tests/trace_check.py trace "$ZT/$name" "$ZT/$name.json"
+    # CPU stages 0-1: each wte chunk's reduction starts right after its LM-head backward, before
+    # the encoder's backward (zero/tied_rows_cpu.h); fails on a build that reduces wte after the encoder
+    case $name in z0_np2|z1_np2) check "trace_${name}_wte_reduced_before_encoder" python3 tests/trace_check.py early "$ZT/$name" "$ZT/$name.json" ;; esac
     # shellcheck disable=SC2086
     build/train_gpt2_z0 --plan h100 -e d2 -t 8 ${plan_args[$name]} >"$ZT/$name.plan" 2>&1
     check "plan_${name}_bytes_and_sent_equal_engine" python3 tests/trace_check.py plan "$ZT/$name.plan" "$ZT/$name"

@@ -143,8 +143,8 @@ static int check_formulas(const ParamLayout* L, int N) {
             long long literal_sent = stage <= 1 ? 2 * per : stage == 2 ? (A + 1) * per + A * e_per : 3LL * A * per + 2LL * A * e_per;
             if (A == 1) REQUIRE(literal_sent == (stage == 3 ? 3 : 2) * (long long)psi * (N - 1) / N + (stage == 3 ? 2 : stage == 2 ? 1 : 0) * (long long)e * (N - 1) / N,
                                 "DESIGN closed form");
-            REQUIRE(counted == literal_sent && zero_elements_sent_formula(stage, psi, N, A, e) == literal_sent,
-                    "stage %d A %d: counted %lld, formula %lld, literal %lld", stage, A, counted, zero_elements_sent_formula(stage, psi, N, A, e), literal_sent);
+            REQUIRE(counted == literal_sent && zero_elements_sent_formula(stage, psi, N, A, e, 0) == literal_sent,
+                    "stage %d A %d: counted %lld, formula %lld, literal %lld", stage, A, counted, zero_elements_sent_formula(stage, psi, N, A, e, 0), literal_sent);
         }
         free(is_wte);
         size_t largest = 0; // every working unit is the largest unit's size, wte's chunks included

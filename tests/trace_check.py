@@ -21,6 +21,10 @@ sizes and ring counts are recomputed here from the model config (not read from t
       - rank 0's waits in each step add up to the log's comm_wait_ms (within X ms, default 0.05:
         both sum the same intervals, the log printing 3 decimals; measured on the CPU build at
         most 0.0005 ms; a GPU build adds each wait's float-ms event resolution, see below).
+  early RUN TRACE
+      CPU stages 0-1, N > 1: each wte unit's reduction is issued right after its LM-head backward
+      (after that span starts, before the encoder's first backward span), and the encoder rows'
+      all-gather (unit -1) once, after the encoder (zero/tied_rows_cpu.h)
   plan PLAN_OUT RUN
       PLAN_OUT is the stdout of --plan for RUN's model, batch and world: the plan_json line of
       RUN's stage has the run's bytes per rank (params, grads, optimizer, working units, the
@@ -70,12 +74,20 @@ def unit_numels(cfg, n):
     return [(u + q - 1) // q * q for u in units], wte
 
 
-def sent_formula(stage, psi, e, n, a):
+def tied_block(cfg, stage, n, gpu):
+    # CPU stages 0-1, N > 1 (zero/tied_rows_cpu.h): one rank's block of the encoder's wte rows,
+    # B*T token rows and T wpe rows, each a float id and C values; all-gathered once per step
+    if stage > 1 or n == 1 or gpu:
+        return 0
+    return (cfg["B"] * cfg["T"] + cfg["T"]) * (cfg["C"] + 1)
+
+
+def sent_formula(stage, psi, e, n, a, tied=0):
     # DESIGN.md's rows (zero/layout.h: zero_elements_sent_formula), per rank per step; e = E
     if n == 1:
         return 0
     per, emb = psi // n * (n - 1), e // n * (n - 1)
-    return {0: 2 * per, 1: 2 * per, 2: (a + 1) * per + a * emb, 3: 3 * a * per + 2 * a * emb}[stage]
+    return {0: 2 * per + tied * (n - 1), 1: 2 * per + tied * (n - 1), 2: (a + 1) * per + a * emb, 3: 3 * a * per + 2 * a * emb}[stage]
 
 
 def check_trace(run, stem, wait_tol_ms):
@@ -148,16 +160,21 @@ def check_trace(run, stem, wait_tol_ms):
         for c in (e for e in spans if e["cat"] == "comm"):
             n_comm += 1
             kind, unit, el = c["args"]["kind"], c["args"]["unit"], c["args"]["elements"]
-            want_el = 0 if kind == "scalar all_reduce" else KIND_FACTOR[kind] * numels[unit] * (n - 1) // n
+            tied = tied_block(cfg, stage, n, other.get("build") == "gpu")
+            if kind == "all_gather" and unit == -1 and tied:  # the encoder's wte rows
+                want_el = tied * (n - 1)
+            else:
+                want_el = 0 if kind == "scalar all_reduce" else KIND_FACTOR[kind] * numels[unit] * (n - 1) // n
             if el != want_el or c["args"]["bytes"] != el * other["element_bytes"]:
                 problems.append(f"{path}: '{c['name']}' {el} elements, {c['args']['bytes']} bytes; expected {want_el}")
             key = (r, c["args"]["step"])
             step_sums[key] = step_sums.get(key, 0) + el
         for s in want:
             got = step_sums.get((r, s), 0)
-            if got != train[s]["sent_elements"] or got != sent_formula(stage, psi, e_wte, n, a):
+            want_sent = sent_formula(stage, psi, e_wte, n, a, tied_block(cfg, stage, n, other.get("build") == "gpu"))
+            if got != train[s]["sent_elements"] or got != want_sent:
                 problems.append(f"{path}: step {s}: collectives send {got} elements; log {train[s]['sent_elements']}, "
-                                f"formula {sent_formula(stage, psi, e_wte, n, a)}")
+                                f"formula {want_sent}")
     print(f"{n} ranks, stage {stage}: {n_comm} collectives, {n_wait} waits; " +
           (f"{len(problems)} problems, first: {problems[0]}" if problems else "tracks, nesting, bytes and waits as the log says"))
     return 1 if problems else 0
@@ -285,6 +302,46 @@ def check_zeropp_plan(plan_out, run):
     return 1 if diff else 0
 
 
+def check_early(run, stem):
+    """CPU stages 0-1, N > 1 (zero/tied_rows_cpu.h): in every traced step on every rank, each wte
+    unit's reduction (stage 0 all-reduce, stage 1 reduce-scatter) is issued after its LM-head
+    backward span starts and before the encoder's first backward span starts, and one all-gather
+    of the encoder's rows (unit -1) is issued after the last encoder span starts."""
+    cfg, _ = log_records(run)
+    n, stage, a = cfg["world_size"], cfg["zero_stage"], cfg["grad_accum_steps"]
+    _, wte = unit_numels(cfg, n)
+    kind = {0: "all_reduce", 1: "reduce_scatter"}[stage]
+    files = sorted(glob.glob(glob.escape(stem[:-5]) + ".rank*.json"))
+    problems, checked, lead = [], 0, []
+    for path in files:
+        d = json.load(open(path))
+        spans = [e for e in d["traceEvents"] if e["ph"] == "X"]
+        for s in range(d["otherData"]["first_step"], d["otherData"]["last_step"] + 1):
+            bwd = [e for e in spans if e["cat"] == "backward" and e["args"]["step"] == s and e["args"]["micro_step"] == a - 1]
+            encoder = sorted((e for e in bwd if e["args"]["unit"] in wte), key=lambda e: e["ts"])
+            head = {-2 - e["args"]["unit"]: e for e in bwd if e["args"]["unit"] <= -2}  # zero_trace_lm_head(k) = -2 - k
+            comm = [e for e in spans if e["cat"] == "comm" and e["args"]["step"] == s]
+            if len(encoder) != len(wte) or len(head) != len(wte):
+                problems.append(f"{path} step {s}: {len(encoder)} encoder and {len(head)} LM-head spans for {len(wte)} wte units")
+                continue
+            for k, u in enumerate(wte):
+                ops = [e for e in comm if e["args"]["kind"] == kind and e["args"]["unit"] == u]
+                issued = ops[0]["args"]["issued_us"] if len(ops) == 1 else None
+                if issued is None or not head[k]["ts"] <= issued < encoder[0]["ts"]:
+                    problems.append(f"{path} step {s}: wte unit {u}: {len(ops)} {kind}, issued at {issued}; LM head {k} at "
+                                    f"{head[k]['ts']}, encoder from {encoder[0]['ts']}")
+                else:
+                    checked += 1
+                    lead.append(encoder[0]["ts"] - issued)
+            rows = [e for e in comm if e["args"]["kind"] == "all_gather" and e["args"]["unit"] == -1]
+            if len(rows) != 1 or rows[0]["args"]["issued_us"] < encoder[-1]["ts"]:
+                problems.append(f"{path} step {s}: {len(rows)} all-gathers of the encoder's rows, expected 1 after the encoder")
+    print(f"{n} ranks, stage {stage}: {checked} wte {kind}s issued before the encoder's backward "
+          f"(by {min(lead, default=0) / 1e3:.1f}-{max(lead, default=0) / 1e3:.1f} ms), the rows' all-gather after it: " +
+          (f"{len(problems)} problems, first: {problems[0]}" if problems else "as built"))
+    return 1 if problems or checked == 0 else 0
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "trace":
@@ -296,6 +353,8 @@ def main():
         return res
     if cmd == "plan":
         return check_plan(args[0], args[1])
+    if cmd == "early":
+        return check_early(args[0], args[1])
     if cmd == "zeropp_trace":
         return check_zeropp_trace(args[0], args[1])
     if cmd == "zeropp_plan":

@@ -14,7 +14,8 @@ recomputed here from the model config.
       the config record's RAM and NVMe bytes per rank equal the placement's formula, and every
       train record's NVMe bytes read and written equal the region table recomputed from the layout
   counts RUN STAGE
-      each train record's sent_elements equals DESIGN.md's formula for STAGE, the config record's
+      each train record's sent_elements equals DESIGN.md's formula for STAGE (CPU stages 0-1 with
+      N > 1: plus the encoder rows' all-gather, (BT+T)(C+1)(N-1)), the config record's
       world size N and accumulation A, with Ψ (and E, the units of the vocab-chunked wte) recomputed
       from L, C, Vp, maxT; and the config record's params+grads+optimizer bytes equal the stage's
       memory formula (for a GPU build's log, whose config record names a "device": 2Ψ bf16 params,
@@ -120,6 +121,10 @@ def main():
         e = sum(padded(units[i], n) for i in wte) if chunked else 0
         per, e_per = psi // n * (n - 1), e // n * (n - 1)
         sent = {0: 2 * per, 1: 2 * per, 2: (a + 1) * per + a * e_per, 3: 3 * a * per + 2 * a * e_per}[stage]
+        # CPU stages 0-1, N > 1: wte's chunks are reduced after the LM head and the encoder's rows
+        # (B*T token rows + T wpe rows, an id and C values each) all-gathered (zero/tied_rows_cpu.h)
+        if stage <= 1 and n > 1 and "device" not in cfg:
+            sent += (cfg["B"] * cfg["T"] + cfg["T"]) * (cfg["C"] + 1) * (n - 1)
         if chunked and cfg["wte_units"] != len(wte):
             print(f"wte units: log {cfg['wte_units']}, recomputed {len(wte)}")
             return 1

@@ -165,6 +165,18 @@ typedef struct {
 #endif
     size_t kept_used, kept_capacity; // rows
     int kept_row_len, kept_pending;  // elements per row; units with rows set aside
+    // Stages 0, 1, CPU, N > 1 (zero/tied_rows_cpu.h): the same arena holds, on the last
+    // micro-step, the rows of every wte unit the encoder adds to while the unit is reduced;
+    // kept_data then points at this rank's block of tied_gather ([R ids as floats][R x C values],
+    // N blocks, one all-gather after the encoder). tied_early[unit]: 1 from the unit's early
+    // reduction to its encoder part, 2 after it; tied_unit: the unit-sized buffer the encoder adds into.
+    int* tied_early;
+    float* tied_gather;
+    float* tied_unit;
+    size_t tied_block_numel, tied_rows; // R(C+1), R (zero_tied_rows_numel); 0: dense schedule
+    size_t tied_row_ids;                // ids per unit (row id = unit * tied_row_ids + row)
+    int tied_positions, tied_wpe_row;   // T: wpe's rows the encoder adds to, from unit 0's row tied_wpe_row
+    ZeroOp tied_op;                     // the rows' all-gather
 #if ZERO_GPU_BUILD
     // GPU build (zero/engine_gpu.cuh): params, grads, master, m, v live on the device. `grads`
     // (bf16) holds one micro-step's gradient (stages 0, 1; stages 2, 3 use working units);

@@ -67,12 +67,13 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
 }
 
 /*
- * Stages 2, 3: room for the rows of wte's gradient that zero_grads_unit_partly_ready sets aside:
- * at most one row per token of a micro-batch (B*T rows of row_len = C elements), counted in the
- * working bytes. The model calls it once, at build.
+ * Room for the rows of wte's gradient that zero_grads_unit_partly_ready sets aside: at most one
+ * row per token of a micro-batch (max_rows = B*T rows of row_len = C elements), counted in the
+ * working bytes; stages 0, 1 with N > 1 also wpe's `positions` (T) rows and the all-gather's
+ * blocks (zero/tied_rows_cpu.h). The model calls it once, at build.
  */
-static void zero_reserve_kept_rows(ZeroEngine* z, size_t max_rows, int row_len) {
-    if (ZERO_STAGE < 2) return;
+static void zero_reserve_kept_rows(ZeroEngine* z, size_t max_rows, int positions, int row_len) {
+    if (ZERO_STAGE < 2) { zero_tied_reserve(z, max_rows, positions, row_len); return; }
     z->kept_ids = (int*)zero_calloc(max_rows, sizeof(int), "kept wte rows");
     z->kept_data = (float*)zero_calloc(max_rows * (size_t)row_len, sizeof(float), "kept wte gradient rows");
     z->kept_capacity = max_rows;
@@ -87,6 +88,7 @@ static void zero_wait_all(ZeroEngine* z) {
     if (z->grad_ops) for (int u = 0; u < n; u++) zero_op_wait(z, &z->grad_ops[u]);
     if (z->param_ops) for (int u = 0; u < n; u++) zero_op_wait(z, &z->param_ops[u]);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { zero_op_wait(z, &z->param_work[i].op); zero_op_wait(z, &z->grad_work[i].op); }
+    zero_op_wait(z, &z->tied_op);
 }
 
 static void zero_free(ZeroEngine* z) {
@@ -97,7 +99,9 @@ static void zero_free(ZeroEngine* z) {
     free(z->params); free(z->grads); free(z->m); free(z->v);
     free(z->grad_ops); free(z->param_ops);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { free(z->param_work[i].data); free(z->grad_work[i].data); }
-    free(z->kept_count); free(z->kept_first); free(z->kept_ids); free(z->kept_data);
+    free(z->kept_count); free(z->kept_first); free(z->kept_ids);
+    if (z->tied_gather == NULL) free(z->kept_data); // stages 0, 1: it points into tied_gather
+    free(z->tied_gather); free(z->tied_unit); free(z->tied_early);
     zero_ring_forget(z);
     free(z->ring_scratch);
 }
@@ -196,7 +200,8 @@ static void zero_params_unit_done(ZeroEngine* z, int unit) {
 /*
  * The buffer backward accumulates the unit's gradients into (padded_numel elements); called
  * once per unit per backward, twice for a wte unit (LM head, then encoder). Stages 0, 1: the unit
- * in the full gradient buffer (accumulating over micro-steps and both uses). Stages 2, 3: a
+ * in the full gradient buffer (accumulating over micro-steps and both uses), except the encoder's
+ * part of a wte unit already being reduced (zero/tied_rows_cpu.h). Stages 2, 3: a
  * zeroed working unit, into which the rows zero_grads_unit_partly_ready set aside go back; when
  * none is free, the oldest unit's reduce-scatter is finished first.
  */
@@ -214,6 +219,7 @@ static float* zero_grads_unit(ZeroEngine* z, int unit) {
         if (count > 0) { z->kept_count[unit] = 0; z->kept_pending--; }
         return w->data;
     }
+    if (zero_tied_pending(z, unit)) return zero_tied_encoder_buffer(z, unit);
     return z->grads + z->layout->units[unit].offset;
 }
 
@@ -238,10 +244,16 @@ static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
  * working buffer (they would add up to all of wte); the rows go back into the unit's second
  * working unit (zero_grads_unit), whose reduce-scatter zero_grads_unit_ready starts. The two
  * reduced parts add up in the shard: every element gets both contributions, LM head and encoder.
- * Stages 0, 1: nothing (the full buffer holds both until zero_grads_unit_ready).
+ * Stages 0, 1 reduce on the last micro-step only: then, with N > 1, the rows are set aside and the
+ * unit's collective starts now (zero/tied_rows_cpu.h); otherwise nothing (the full buffer holds
+ * both until zero_grads_unit_ready).
  */
-static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* rows, int count, int row_len) {
-    if (ZERO_STAGE < 2) return;
+static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* rows, int count, int row_len, int last_micro_step) {
+    if (ZERO_STAGE < 2) {
+        if (last_micro_step && z->tied_block_numel > 0) zero_tied_set_aside(z, unit, rows, count, row_len);
+        zero_progress(z);
+        return;
+    }
     ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
     size_t first = zero_kept_rows_begin(z, w, unit, count, row_len), row = (size_t)row_len;
     for (int i = 0; i < count; i++) {
@@ -264,18 +276,17 @@ static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* row
 static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) {
     const ParamUnit* u = &z->layout->units[unit];
     if (last_micro_step) zero_offload_prefetch_optimizer(z); // -zo/-zp nvme: the first units' state, read during backward
+    if (ZERO_STAGE < 2 && zero_tied_pending(z, unit)) { // a wte unit reduced early: its encoder rows (zero/tied_rows_cpu.h)
+        zero_tied_encoder_done(z, unit);
+        zero_progress(z);
+        return;
+    }
     if (z->measure_local_grad_norm && ZERO_STAGE < 2) { // GNS small batch, before the collective below
         const float* local = zero_gns_local_grads(z, unit);
         if (local) z->local_grad_norm_sq += norm_squared(local, u->padded_numel);
     }
-    if (ZERO_STAGE == 0 && last_micro_step) {
-        // All-reduce: padded_numel elements of this unit's gradients, in place in the full buffer.
-        zero_op_all_reduce(z, &z->grad_ops[unit], z->grads + u->offset, u->padded_numel, unit, "gradients");
-    } else if (ZERO_STAGE == 1 && last_micro_step) {
-        // Reduce-scatter in place: the unit's padded_numel gradients in, this rank's reduced
-        // shard_numel slice out at its own slice (ring; at the unit's start with ZERO_RING=0,
-        // moved there in the optimizer step).
-        zero_op_reduce_scatter(z, &z->grad_ops[unit], z->grads + u->offset, u->padded_numel, unit, "gradients");
+    if (ZERO_STAGE < 2 && last_micro_step) {
+        zero_grads_reduce_full(z, unit);
     } else if (ZERO_STAGE >= 2) {
         ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
         if (w == NULL) {
@@ -285,6 +296,20 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
         zero_grad_work_reduce(z, w, unit); // GNS small batch read there, before the collective
     }
     zero_progress(z);
+}
+
+// Stages 0, 1, the last micro-step: the unit's collective in the full gradient buffer.
+static void zero_grads_reduce_full(ZeroEngine* z, int unit) {
+    const ParamUnit* u = &z->layout->units[unit];
+    if (ZERO_STAGE == 0) {
+        // All-reduce: padded_numel elements of this unit's gradients, in place in the full buffer.
+        zero_op_all_reduce(z, &z->grad_ops[unit], z->grads + u->offset, u->padded_numel, unit, "gradients");
+    } else if (ZERO_STAGE == 1) {
+        // Reduce-scatter in place: the unit's padded_numel gradients in, this rank's reduced
+        // shard_numel slice out at its own slice (ring; at the unit's start with ZERO_RING=0,
+        // moved there in the optimizer step).
+        zero_op_reduce_scatter(z, &z->grad_ops[unit], z->grads + u->offset, u->padded_numel, unit, "gradients");
+    }
 }
 
 // Zero the stored gradients (full buffer or shard) before a step's first micro-step.
@@ -398,7 +423,8 @@ static int zero_replicas_agree(ZeroEngine* z) {
 
 /*
  * Optimizer step t (from 1) with learning rate lr, on the slices this rank owns:
- *   1. finish the gradient collectives (the exposed part of their time is measured here)
+ *   1. finish the gradient collectives (the exposed part of their time is measured here);
+ *      stages 0, 1: add every rank's encoder rows of wte (zero/tied_rows_cpu.h)
  *   2. average: the reduced gradient is a sum over ranks; multiply by 1/world_size
  *   3. global gradient norm: squared norms of the owned slices, one scalar all-reduce
  *   4. clip coefficient, AdamW (weight decay on 2-D tensors only) on the owned slices
@@ -419,6 +445,7 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
             if (reduced != own) memmove(own, reduced, u->shard_numel * sizeof(float));
         }
     }
+    if (ZERO_STAGE <= 1) zero_tied_add_rows(z); // the encoder's wte rows of every rank (zero/tied_rows_cpu.h)
     if (ZERO_STAGE >= 2) {
         for (;;) { // oldest first: the order backward started them
             ZeroWorkingUnit* oldest = NULL;

@@ -417,7 +417,9 @@ static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
  * (ascending, device; row = token - row0, row_len elements each), which must stay valid until
  * then (the model's encoder plan). Stages 2, 3 move those rows aside (compute stream), then
  * reduce-scatter the rest of the unit now; zero_grads_unit puts them back into the unit's second
- * working unit. The CPU engine's function of the same name, on streams. Stages 0, 1: nothing.
+ * working unit. The CPU engine's function of the same name, on streams. Stages 0, 1: nothing;
+ * this engine reduces a wte unit once, after the encoder, as before (the CPU engine starts it
+ * here and all-gathers the encoder's rows instead, zero/tied_rows_cpu.h; not built on the GPU).
  */
 static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* tokens_device, int count, int row0, int row_len) {
     if (ZERO_STAGE < 2) return;

@@ -14,6 +14,8 @@
  * Per optimizer step with A micro-steps (Ψ = padded parameter count, E = the padded units that
  * hold the tied wte, zero_embedding_numel):
  *   stage 0, 1: 2Ψ(N-1)/N (reduction on the last micro-step only, then stage 1 all-gathers),
+ *            CPU with N > 1: + (BT+T)(C+1)(N-1), the all-gather of the encoder's wte rows
+ *            (zero_tied_rows_numel: wte's units are reduced before the encoder adds to them),
  *   stage 2: ((A+1)Ψ + AE)(N-1)/N (reduce-scatter every micro-step, wte's units twice: the LM
  *            head's part of their gradient as soon as it is done, the encoder's at the end; one
  *            all-gather),
@@ -128,6 +130,29 @@ static inline size_t zero_kept_rows_bytes(int stage, size_t max_rows, int row_le
     return max_rows * (size_t)row_len * sizeof(float) + max_rows * sizeof(int);
 }
 
+/*
+ * Stages 0, 1 of the CPU engine with N > 1 (zero/tied_rows_cpu.h): on the last micro-step each
+ * wte unit's reduction starts right after its LM-head part, with the rows the encoder adds to set
+ * aside; after the encoder every rank's rows go to every rank in one all-gather. A rank's block:
+ * R = max_rows + positions rows (B*T, one per token of a micro-batch at most, and wpe's T position
+ * rows), each row a float id and row_len = C values: R(C+1) elements, the same every step
+ * (unused rows are sent too), so the elements sent stay a function of B, T, C and N. 0 where wte
+ * is reduced densely after the encoder instead (one rank; stages 2, 3, which set rows aside per
+ * unit; the GPU engine, has_master).
+ */
+static inline size_t zero_tied_rows_numel(int stage, int world_size, size_t max_rows, size_t positions, int row_len, int has_master) {
+    if (stage >= 2 || world_size <= 1 || has_master) return 0;
+    return (max_rows + positions) * ((size_t)row_len + 1);
+}
+
+// Its bytes (counted in the working bytes): the all-gather's N blocks, R int row indices and one
+// unit (the largest) that the encoder adds the set-aside rows into.
+static inline size_t zero_tied_rows_bytes(const ParamLayout* layout, int stage, size_t max_rows, size_t positions, int row_len, int has_master) {
+    size_t block = zero_tied_rows_numel(stage, layout->world_size, max_rows, positions, row_len, has_master);
+    if (block == 0) return 0;
+    return ((size_t)layout->world_size * block + zero_max_unit_numel(layout)) * sizeof(float) + (max_rows + positions) * sizeof(int);
+}
+
 // Elements of the CPU rings' receive buffer (zero/comm_ring.h): one chunk of the largest unit
 // (a layer or one of wte's vocab chunks) over world_size ranks; none on one rank.
 static inline size_t zero_ring_buffer_numel(const ParamLayout* layout, int world_size) {
@@ -171,16 +196,22 @@ static inline long long zero_ring_reduce_scatter_elements(size_t n, int world_si
 static inline long long zero_ring_all_gather_elements(size_t n, int world_size) { return (long long)(n / (size_t)world_size) * (world_size - 1); }
 
 // Elements sent per rank per optimizer step with grad_accum_steps micro-steps (header comment);
-// embedding_numel = E (zero_embedding_numel), 0 where wte is reduced once per micro-step.
-static inline long long zero_elements_sent_formula(int stage, size_t psi, int world_size, int grad_accum_steps, size_t embedding_numel) {
+// embedding_numel = E (zero_embedding_numel), 0 where wte is reduced once per micro-step;
+// tied_rows_numel = one rank's block of encoder rows (zero_tied_rows_numel; 0: none), whose
+// all-gather adds R(C+1)(N-1) at stages 0, 1.
+static inline long long zero_elements_sent_formula(int stage, size_t psi, int world_size, int grad_accum_steps, size_t embedding_numel,
+                                                   size_t tied_rows_numel) {
     long long per_pass = (long long)(psi / (size_t)world_size) * (world_size - 1); // Ψ(N-1)/N
     long long emb_pass = (long long)(embedding_numel / (size_t)world_size) * (world_size - 1); // E(N-1)/N
     switch (stage) {
-    case 0: case 1: return 2 * per_pass;
+    case 0: case 1: return 2 * per_pass + (long long)tied_rows_numel * (world_size - 1);
     case 2: return (long long)(grad_accum_steps + 1) * per_pass + (long long)grad_accum_steps * emb_pass;
     default: return 3LL * grad_accum_steps * per_pass + 2LL * grad_accum_steps * emb_pass;
     }
 }
 static const char* const zero_elements_sent_formula_text[4] = {"2Ψ(N-1)/N", "2Ψ(N-1)/N", "((A+1)Ψ+AE)(N-1)/N", "(3AΨ+2AE)(N-1)/N"};
+static inline const char* zero_elements_sent_text(int stage, size_t tied_rows_numel) {
+    return tied_rows_numel > 0 ? "2Ψ(N-1)/N+(BT+T)(C+1)(N-1)" : zero_elements_sent_formula_text[stage];
+}
 
 #endif // ZERO_LAYOUT_H

@@ -103,7 +103,7 @@ static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const Pa
             capacity = 3 * A * (24 * layout->num_units + 16) + 64;
             events = (ZeroTraceEvent*)zero_calloc((size_t)capacity, sizeof(ZeroTraceEvent), "plan trace");
         }
-        PlanStep st = plan_simulate(3, layout, net, tm, A, shard_add, mem_bw, &p, events, capacity, &count);
+        PlanStep st = plan_simulate(3, layout, net, tm, A, shard_add, mem_bw, 0, &p, events, capacity, &count);
         ZeroPPFormula fo = plan_pp_formula(&p, A, -1); // bytes
         long long formula = (fo.forward + fo.backward + fo.gradients) / e, within0, across0; // elements of e bytes
         plan_pp_split(&p, A, 0, &within0, &across0);
@@ -217,7 +217,9 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
         p->stage = stage;
         p->bytes = plan_stage_bytes(pm, &layout, stage);
         const PlanBytes* b = &p->bytes;
-        p->sent_formula = zero_elements_sent_formula(stage, layout.padded_numel, N, A, zero_embedding_numel(&layout));
+        // CPU stages 0, 1: the encoder's wte rows, one block per rank (zero/tied_rows_cpu.h)
+        size_t tied = zero_tied_rows_numel(stage, N, (size_t)pm->B * pm->T, (size_t)pm->T, cfg->channels, pm->has_master);
+        p->sent_formula = zero_elements_sent_formula(stage, layout.padded_numel, N, A, zero_embedding_numel(&layout), tied);
         double shard_add = !pm->has_master ? 3.0 * e : 0.0; // CPU: shard += reduced slice
         ZeroTraceEvent* events = NULL;
         int capacity = 0, count = 0;
@@ -227,7 +229,7 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
             capacity = 3 * (A * (12 * layout.num_units + 4 * layout.num_wte_units + 16) + 3 * layout.num_units) + 64;
             events = (ZeroTraceEvent*)zero_calloc((size_t)capacity, sizeof(ZeroTraceEvent), "plan trace");
         }
-        p->step = plan_simulate(stage, &layout, &net, &tm, A, shard_add, mem_bw, NULL, events, capacity, &count);
+        p->step = plan_simulate(stage, &layout, &net, &tm, A, shard_add, mem_bw, tied, NULL, events, capacity, &count);
         p->tokens_per_s = tokens / p->step.step_s;
         p->mfu = p->tokens_per_s * pm->flops_per_token / (m->peak_flops * N);
         p->fits = (double)b->total <= budget;

@@ -5,7 +5,7 @@
  *
  * The bytes are the engine's own: its functions at the layout the engine would build for N ranks
  * (param_layout_build pads each unit to N x ZERO_ALIGN): zero_buffer_numel per buffer,
- * zero_grads_bytes, zero_working_numel, zero_kept_rows_bytes, zero_ring_buffer_numel
+ * zero_grads_bytes, zero_working_numel, zero_kept_rows_bytes, zero_tied_rows_bytes, zero_ring_buffer_numel
  * (zero/layout.h), and the trainer's own activation sizes (the LM head's logits one vocab chunk
  * of B x T x R at a time). tests/t_66_plan_trace.sh checks them against runs.
  */
@@ -45,7 +45,9 @@ static PlanBytes plan_stage_bytes(const PlanModel* pm, const ParamLayout* layout
                    zero_buffer_numel(layout, stage, ZERO_BUF_ADAM_M, pm->has_master) +
                    zero_buffer_numel(layout, stage, ZERO_BUF_ADAM_V, pm->has_master)) * sizeof(float);
     b.working = zero_working_numel(layout, stage) * e + // and the wte gradient rows stages 2, 3 set aside (B x T of C)
-                zero_kept_rows_bytes(stage, (size_t)pm->B * pm->T, pm->config->channels, pm->has_master);
+                zero_kept_rows_bytes(stage, (size_t)pm->B * pm->T, pm->config->channels, pm->has_master) +
+                // CPU stages 0, 1 with N > 1: the encoder's rows exchange (zero/tied_rows_cpu.h)
+                zero_tied_rows_bytes(layout, stage, (size_t)pm->B * pm->T, (size_t)pm->T, pm->config->channels, pm->has_master);
     b.ring = pm->ring_buffer ? zero_ring_buffer_numel(layout, pm->world_size) * e : 0;
     b.activations = pm->activation_bytes;
     b.total = b.params + b.grads + b.optimizer + b.working + b.ring + b.activations;

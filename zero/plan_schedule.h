@@ -8,7 +8,9 @@
  * LayerNorm, the tied LM head chunk by chunk (stage 3 gathers each chunk again); backward from
  * the LM head, chunk by chunk, each chunk's LM-head gradient reduce-scattered right after it
  * (stages 2, 3: zero_grads_unit_partly_ready), through the layers to the encoder, whose chunks
- * are reduced a second time (stages 2, 3) or once (stages 0, 1, on the last micro-step only);
+ * are reduced a second time (stages 2, 3) or once (stages 0, 1, on the last micro-step only: the
+ * GPU build after the encoder; the CPU build right after the chunk's LM head, its encoder rows
+ * all-gathered after the last chunk, zero/tied_rows_cpu.h);
  * each unit's collective issued as backward finishes it (stages 2, 3 into one of three gradient
  * working units, so backward waits for the oldest when none is free), then the optimizer: wait
  * for every collective, average, norm (one scalar all-reduce), AdamW on the owned slice unit by
@@ -49,6 +51,8 @@ typedef struct {
     const PlanPP* pp;    // ZeRO++ (zero/plan_zeropp.h), NULL: plain
     int backward;        // the pass the gathers serve (zero_pp_pass)
     double quantize_s;   // ZeRO++'s (de)quantize time on the compute side
+    long long tied_block; // CPU stages 0, 1: one rank's block of encoder wte rows (zero/tied_rows_cpu.h); 0: dense
+    double tied_done;    // its all-gather completes
 } PlanSim;
 
 static void plan_sim_trace_what(PlanSim* s, int kind, int phase, int unit, int op_kind, double begin, double end, long long elements,
@@ -200,8 +204,11 @@ static void plan_grads_reduce(PlanSim* s, int unit) {
     w->done = plan_issue(s, ZERO_OP_REDUCE_SCATTER, unit, plan_ring_seconds(s->net, n, N - 1, N - 1), zero_ring_reduce_scatter_elements(n, N));
 }
 
-static void plan_grads_partly_ready(PlanSim* s, int unit) {
+static void plan_grads_ready(PlanSim* s, int unit, int last_micro_step);
+
+static void plan_grads_partly_ready(PlanSim* s, int unit, int last_micro_step) {
     if (s->stage >= 2) plan_grads_reduce(s, unit);
+    else if (s->tied_block > 0 && last_micro_step) plan_grads_ready(s, unit, 1); // CPU stages 0, 1: the chunk's reduction now
 }
 
 static void plan_grads_ready(PlanSim* s, int unit, int last_micro_step) { // zero_grads_unit_ready
@@ -274,7 +281,7 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
             plan_params(s, u); plan_prefetch(s, k + 1 < K ? wte_unit(layout, k + 1) : final_unit); plan_grads(s, u);
             PLAN_RUN(ZERO_TRACE_BACKWARD, zero_trace_lm_head(k), tm->head_bwd * plan_wte_share(layout, k));
             plan_params_done(s, u);
-            plan_grads_partly_ready(s, u);
+            plan_grads_partly_ready(s, u, last);
         }
         plan_params(s, final_unit); plan_prefetch(s, L); plan_grads(s, final_unit);
         PLAN_RUN(ZERO_TRACE_BACKWARD, final_unit, tm->bwd[final_unit]);
@@ -292,11 +299,18 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
             int u = wte_unit(layout, k);
             plan_grads(s, u);
             PLAN_RUN(ZERO_TRACE_BACKWARD, u, tm->bwd[0] * plan_wte_share(layout, k));
-            plan_grads_ready(s, u, last);
+            if (s->stage <= 1 && s->tied_block > 0 && last) { // reduced already: every rank's rows, one all-gather after the last chunk
+                if (k + 1 == K)
+                    s->tied_done = plan_issue(s, ZERO_OP_ALL_GATHER, -1, plan_ring_seconds(s->net, (size_t)(N * s->tied_block), N - 1, 0),
+                                              s->tied_block * (N - 1));
+            } else {
+                plan_grads_ready(s, u, last);
+            }
         }
     }
     // optimizer (zero_optimizer_step)
     for (int u = s->num_units - 1; s->stage <= 1 && u >= 0; u--) plan_wait(s, s->grad_done[u], s->stage == 0 ? ZERO_OP_ALL_REDUCE : ZERO_OP_REDUCE_SCATTER, u);
+    if (s->tied_block > 0) { plan_wait(s, s->tied_done, ZERO_OP_ALL_GATHER, -1); s->tied_done = 0.0; }
     if (s->stage >= 2) {
         for (;;) {
             PlanSlot* oldest = NULL;
@@ -329,8 +343,8 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
  * timeline (trace, capacity events; *count set) as the trace's events, steps 1-3.
  */
 static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNet* net, const PlanTimes* tm, int A,
-                              double shard_add_bytes_per_element, double mem_bw, const PlanPP* pp, ZeroTraceEvent* trace, int capacity,
-                              int* count) {
+                              double shard_add_bytes_per_element, double mem_bw, long long tied_block, const PlanPP* pp,
+                              ZeroTraceEvent* trace, int capacity, int* count) {
     PlanSim s;
     memset(&s, 0, sizeof(s));
     s.stage = stage;
@@ -347,6 +361,7 @@ static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNe
     s.trace = trace;
     s.trace_capacity = capacity;
     s.pp = pp;
+    s.tied_block = stage <= 1 && net->N > 1 ? tied_block : 0;
     PlanStep r = {0};
     for (int step = 1; step <= 3; step++) {
         s.step = step;
