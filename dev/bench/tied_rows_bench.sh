@@ -16,13 +16,8 @@ make -s "${bins[@]}" >/dev/null
 mkdir -p "$tmp/base"
 git archive "$rev" | tar -x -C "$tmp/base"
 (cd "$tmp/base" && make -s "${bins[@]}" >/dev/null)
-train=data/tinyshakespeare/tiny_shakespeare_train.bin
-if [ ! -e "$train" ]; then # no prepared data: random tokens (timing does not care)
-    python3 -c "
-import numpy as np; h = np.zeros(256, '<i4'); h[:3] = 20240520, 1, 200000
-open('$tmp/train.bin', 'wb').write(h.tobytes() + np.random.default_rng(0).integers(0, 50257, 200000).astype('<u2').tobytes())"
-    train=$tmp/train.bin
-fi
+source dev/bench/lib.sh
+train=$(timing_train_shard "$tmp")
 export OMP_NUM_THREADS=1
 echo "tied_rows_bench: d6, B 1 x T 64 per rank, $n ranks x 1 thread, steps 2-$steps, $rounds rounds, $rev vs $(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes'); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 : >"$tmp/results"

@@ -16,13 +16,8 @@ sizes=${2:-"1 2 3 4"}
 make -s zero_binaries >/dev/null
 tmp=$(mktemp -d /tmp/zero_table.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-train=data/tinyshakespeare/tiny_shakespeare_train.bin
-if [ ! -e "$train" ]; then # no prepared data: random tokens (timing does not care)
-    python3 -c "
-import numpy as np; h = np.zeros(256, '<i4'); h[:3] = 20240520, 1, 200000
-open('$tmp/train.bin', 'wb').write(h.tobytes() + np.random.default_rng(0).integers(0, 50257, 200000).astype('<u2').tobytes())"
-    train=$tmp/train.bin
-fi
+source dev/bench/lib.sh
+train=$(timing_train_shard "$tmp")
 export OMP_NUM_THREADS=1
 run() { # run N STAGE DIR ARGS...
     local n=$1 stage=$2 dir=$3; shift 3
