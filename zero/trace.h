@@ -181,13 +181,13 @@ static void zero_trace_open(ZeroEngine* z, const char* path, int first_step, int
     snprintf(t->path, sizeof(t->path), "%.*s.rank%d.json", (int)(n - 5), path, z->rank);
     // The file is written after the last step: find out now, not after the run, that it cannot be
     // (its temporary name is created and removed again; zero_trace_write writes it for real).
-    char probe[4400], err[4600] = "";
-    snprintf(probe, sizeof(probe), "%s.tmp", t->path);
+    char probe[sizeof(t->path) + 16], err[sizeof(probe) + 1024] = ""; // err: probe, path cut to 512, host, errno text
+    snprintf(probe, sizeof(probe), "%.*s.tmp", (int)sizeof(t->path), t->path);
     FILE* pf = fopen(probe, "w");
     int writable = pf != NULL;
     if (!writable)
-        snprintf(err, sizeof(err), "error: -tr %s (rank %d on %s): cannot create %s (%s); expected a writable path", path, z->rank,
-                 zero_cluster.host, probe, strerror(errno));
+        snprintf(err, sizeof(err), "error: -tr %.512s (rank %d on %.64s): cannot create %s (%.200s); expected a writable path", path,
+                 z->rank, zero_cluster.host, probe, strerror(errno));
     else { fclose(pf); remove(probe); }
     zero_startup_agree(writable, err, "opening the trace files"); // the lowest failing rank's line, every rank exits 1
     t->on = 1;
