@@ -120,6 +120,60 @@ print(f"compute {p['compute_ms']:.4f} ms, recomputed {want:.4f} ms")
 sys.exit(0 if abs(p["compute_ms"] - want) <= 1e-3 * want else 1)
 PY
 
+# 3d. The network stack's CPU (net_cpu_ns, zero/plan_comm.h), on a cpu machine of 2 nodes x 2
+#     ranks with its rates given (nothing measured; 1 core a node, 1 thread a rank: no idle core),
+#     as documented: beta = min(the link's, cores / (rpn x net_cpu)); and each compute span of the
+#     predicted timeline (step 3, every stage) less what the collectives beside it took (overlap x
+#     f, f = (rpn x bytes x net_cpu / its time - idle cores) / busy cores in [0, 1], from each
+#     collective's own span and bytes) adds up to the same plan's spans without the key (the work
+#     is the same, stretched), and the stretch to its plan_json net_cpu_ms. net_cpu_ns=3: the
+#     cores allow 167 MB/s a rank, above the 1 Gbit link; 8: 62.5 MB/s, below it (the bound, and
+#     f = 1 while bytes move). Defaults: 0 on one node and on h100, the TCP default across nodes.
+#     Tolerance 1e-6 relative (the trace's 0.001 us times, steps of about a second).
+netcpu_plan() { # NET_CPU_NS NP EXTRA: plan into $ZT/netcpu_$1.plan and its predicted timelines
+    build/train_gpt2_z0 --plan "cpu,peak_tflops=0.02,mem_gbs=5,rpn=2,cores=1,threads=1,inter_gbit=1$3" -e d2 -t 64 -b 2 -np "$2" \
+        -tr "$ZT/netcpu_$1.json" >"$ZT/netcpu_$1.plan" 2>&1
+}
+netcpu_plan 0 4 ,net_cpu_ns=0 && netcpu_plan 3 4 ,net_cpu_ns=3 && netcpu_plan 8 4 ,net_cpu_ns=8 && netcpu_plan default 4 "" &&
+    netcpu_plan onenode 2 "" && build/train_gpt2_z0 --plan h100 -e d2 -t 64 -b 2 -np 16 >"$ZT/netcpu_h100.plan" 2>&1
+check plan_net_cpu_bounds_beta_and_stretches_compute_beside_collectives python3 - "$ZT" "$(sed -n 's/^#define PLAN_CPU_TCP_NS //p' zero/plan_machine.h)" <<'PY'
+import json, sys
+zt, tcp_default = sys.argv[1], float(sys.argv[2])
+def plans(name): return [json.loads(l[10:]) for l in open(f"{zt}/netcpu_{name}.plan") if l.startswith("plan_json ")]
+def spans(name, stage):
+    ev = [e for e in json.load(open(f"{zt}/netcpu_{name}.plan.stage{stage}.json"))["traceEvents"] if e.get("ph") == "X"]
+    comp = [e for e in ev if e["cat"] in ("forward", "backward", "optimizer") and e["args"]["step"] == 3]
+    return comp, [e for e in ev if e["cat"] == "comm"]
+bad = []
+assert plans("default")[0]["net_cpu_ns"] == tcp_default and plans("onenode")[0]["net_cpu_ns"] == 0 and plans("h100")[0]["net_cpu_ns"] == 0
+base = plans(0)
+for c in (3, 8):
+    for p in plans(c):
+        st, rpn, cores, busy = p["stage"], p["net_rpn"], p["net_cores"], p["net_busy_cores"]
+        assert (rpn, cores, busy) == (2, 1, 1) and p["net_cpu_ns"] == c, p
+        beta = min(base[st]["beta_link"], cores / (rpn * c * 1e-9))
+        if abs(p["beta"] - beta) > 1e-6 * beta or p["beta_link"] != base[st]["beta_link"]: bad.append(f"c {c} stage {st}: beta {p['beta']} want {beta}")
+        comp, comm = spans(c, st)
+        comp0, _ = spans(0, st)
+        stretch = 0.0
+        for e in comp:
+            a, b = e["ts"], e["ts"] + e["dur"]
+            for k in comm:
+                s, t = k["ts"], k["ts"] + k["dur"]
+                if t <= a or s >= b or k["dur"] <= 0: continue
+                demand = rpn * k["args"]["bytes"] * c * 1e-9 / (k["dur"] * 1e-6)
+                f = min(1.0, max(0.0, (demand - (cores - busy)) / busy))
+                stretch += (min(b, t) - max(a, s)) * f
+        work, work0 = sum(e["dur"] for e in comp) - stretch, sum(e["dur"] for e in comp0)
+        print(f"net_cpu_ns {c} stage {st}: beta {p['beta'] / 1e6:.1f} MB/s; compute spans {sum(e['dur'] for e in comp) / 1e3:.2f} ms, "
+              f"less the stacks' {stretch / 1e3:.2f} ms = {work / 1e3:.4f} ms; without the key {work0 / 1e3:.4f} ms; net_cpu_ms {p['net_cpu_ms']:.4f}")
+        if stretch <= 0: bad.append(f"c {c} stage {st}: no stretch")
+        if abs(work - work0) > 1e-6 * work0: bad.append(f"c {c} stage {st}: work {work} != {work0}")
+        if abs(stretch / 1e3 - p["net_cpu_ms"]) > 1e-6 * work0 / 1e3 + 1e-4: bad.append(f"c {c} stage {st}: stretch {stretch / 1e3} != net_cpu_ms {p['net_cpu_ms']}")
+print("\n".join(bad))
+sys.exit(1 if bad else 0)
+PY
+
 # 4. The pictures.
 if python3 -c "import matplotlib" 2>/dev/null; then
     check plot_timeline_png_of_traced_step python3 scripts/plot_timeline.py "$ZT/z3_np2.json" --step 3 --out "$ZT/z3.png"

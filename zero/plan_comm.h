@@ -9,6 +9,17 @@
  * then pushes one rank's volume through its NICs: beta = min(intra-node per-rank bandwidth, the
  * node's inter-node bandwidth), alpha = the larger latency. Part of the ZeRO engine's planner
  * (the map is in zero.cuh; the overview in zero/plan.h).
+ *
+ * The network stack's CPU (net_cpu, zero/plan_machine.h: seconds per byte a rank sends, the
+ * sender's and the receiver's together; TCP through the kernel, 0 for RDMA and NVLink): in a
+ * ring step every rank of a node sends one chunk and receives one, so the node's cores spend
+ * rpn x chunk x net_cpu on it. The kernel's protocol work (softirq) and the woken progress
+ * threads run before the ranks' compute threads get the cores back, so
+ *   - a collective cannot go faster than all of the node's cores allow: beta <= cores /
+ *     (rpn x net_cpu) (plan_net);
+ *   - while it is on the link, the CPU it takes beyond the cores the ranks' threads leave idle
+ *     comes out of their compute: compute runs at 1 - plan_net_cpu_fraction of its rate for that
+ *     time (zero/plan_schedule.h's plan_compute).
  */
 #ifndef ZERO_PLAN_COMM_H
 #define ZERO_PLAN_COMM_H
@@ -21,17 +32,46 @@ typedef struct {
     double alpha, beta;   // per ring step: latency, bytes/s
     double reduce_bw;     // CPU: the chunk addition's memory bandwidth (0: free)
     int element_bytes;
+    // The network stack's CPU (above): seconds per byte a rank sends (0: none), and the node
+    // it runs on: its ranks, its cores, the cores its ranks' threads keep busy (0: not known).
+    double net_cpu;
+    int rpn, cores;
+    double busy_cores;
+    double beta_link;     // beta before the cores' bound (bytes/s)
 } PlanNet;
 
 static PlanNet plan_net(const PlanMachine* m, int N, int element_bytes) {
-    PlanNet net = {N, 1, m->intra_lat, m->intra_bw, m->reduce_on_cpu ? m->mem_bw : 0.0, element_bytes};
-    int rpn = m->ranks_per_node > 0 ? m->ranks_per_node : N;
+    PlanNet net;
+    memset(&net, 0, sizeof(net));
+    net.N = N; net.nodes = 1; net.alpha = m->intra_lat; net.beta = m->intra_bw;
+    net.reduce_bw = m->reduce_on_cpu ? m->mem_bw : 0.0; net.element_bytes = element_bytes;
+    int rpn = m->ranks_per_node > 0 && m->ranks_per_node < N ? m->ranks_per_node : N;
     net.nodes = (N + rpn - 1) / rpn;
     if (net.nodes > 1) {
         net.alpha = fmax(m->intra_lat, m->inter_lat);
         net.beta = fmin(rpn > 1 ? m->intra_bw : 1e300, m->inter_bw);
     }
+    net.beta_link = net.beta;
+    net.rpn = rpn;
+    if (m->cores > 0 && m->threads_per_rank > 0 && N > 1) {
+        net.net_cpu = plan_net_cpu(m, net.nodes);
+        net.cores = m->cores;
+        net.busy_cores = fmin((double)m->cores, (double)rpn * m->threads_per_rank);
+        if (net.net_cpu > 0.0) net.beta = fmin(net.beta, m->cores / (rpn * net.net_cpu));
+    }
     return net;
+}
+
+/*
+ * The fraction of the ranks' compute rate a collective takes while it is on the link: its node's
+ * CPU demand (rpn x bytes one rank sends x net_cpu over its `seconds`, in cores) beyond the cores
+ * the ranks' threads leave idle, over the cores they keep busy; at most 1. 0 without net_cpu.
+ */
+static double plan_net_cpu_fraction(const PlanNet* net, double bytes_per_rank, double seconds) {
+    if (net->net_cpu <= 0.0 || net->busy_cores <= 0.0 || seconds <= 0.0) return 0.0;
+    double demand = net->rpn * bytes_per_rank * net->net_cpu / seconds;
+    double f = (demand - (net->cores - net->busy_cores)) / net->busy_cores;
+    return f < 0.0 ? 0.0 : f > 1.0 ? 1.0 : f;
 }
 
 // Seconds for `steps` ring steps of `chunk` bytes each, `reduce_steps` of them adding the

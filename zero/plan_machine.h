@@ -30,6 +30,10 @@ typedef struct {
     double rank_flops, rank_mem_bw;
     int rank_rates_ranks;
     double quant_bw;       // ZeRO++'s (de)quantize passes, bytes/s streamed (quant_gbs); 0: measured (cpu) or the memory rate
+    // The network stack's CPU: seconds of CPU per byte a rank sends, the sender's and the
+    // receiver's together (net_cpu_ns; zero/plan_comm.h charges it to the node's cores). 0: the
+    // bytes move without the host CPU (RDMA, NVLink); < 0: the cpu preset's default (plan_net_cpu).
+    double net_cpu;
     // cpu: the work besides the big GEMMs timed at the plan's shapes by one rank alone on its
     // threads (cpu/measure_ops.h): one layer's forward and backward, the classifier over the whole
     // vocabulary forward and backward (seconds), the optimizer per owned element and the
@@ -51,6 +55,7 @@ typedef struct {
  *         memory speed, the progress thread's 50 us poll); dev/bench/plan_check.sh prints the
  *         bandwidth the trace shows the collectives achieving beside them (far lower when the
  *         ranks' cores are busy: the ring advances only when a progress thread gets a core)
+ *         The network stack's CPU (net_cpu_ns): 0 on the GPU presets; cpu: plan_net_cpu below.
  * GEMM efficiency on the GPUs: 0.7 of peak (assumed; gpu_check.sh measures it when a GPU is
  * at hand), element-wise kernels at 0.8 of the memory bandwidth (assumed).
  */
@@ -69,6 +74,7 @@ static int plan_machine_preset(const char* name, PlanMachine* m) {
         m->intra_lat = 1e-6;
         m->inter_bw = 8 * 400e9 / 8;
         m->inter_lat = 5e-6;
+        m->net_cpu = 0.0; // NVLink and InfiniBand RDMA move the bytes without the host CPU
         return 0;
     }
     if (strcmp(name, "cpu") == 0) {
@@ -80,6 +86,7 @@ static int plan_machine_preset(const char* name, PlanMachine* m) {
         m->inter_bw = 1e9 / 8; // 1 Gbit/s Ethernet unless overridden
         m->inter_lat = 100e-6;
         m->reduce_on_cpu = 1;
+        m->net_cpu = -1.0;     // plan_net_cpu: TCP's measured cost across nodes, 0 within one
         return 0;
     }
     return -1;
@@ -92,7 +99,8 @@ static int plan_machine_preset(const char* name, PlanMachine* m) {
  * intra_us, inter_gbit (Gbit/s per node), inter_us, inter_eff (payload fraction of the link
  * rate), cores (per node), threads (per rank), hosts_here (cpu: how many of the nodes are
  * simulated on this machine, sharing its cores: tests/cluster.sh), quant_gbs (ZeRO++'s
- * quantize and dequantize passes, GB/s streamed). Returns 0, or -1 after
+ * quantize and dequantize passes, GB/s streamed), net_cpu_ns (CPU ns per byte a rank sends,
+ * sender + receiver: dev/bench/net_cpu_bench.sh measures it). Returns 0, or -1 after
  * printing the error line.
  */
 static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
@@ -155,15 +163,33 @@ static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
         else if (strcmp(tok, "threads") == 0) m->threads_per_rank = (int)v;
         else if (strcmp(tok, "hosts_here") == 0) m->hosts_here = (int)v;
         else if (strcmp(tok, "quant_gbs") == 0) m->quant_bw = v * 1e9;
+        else if (strcmp(tok, "net_cpu_ns") == 0) m->net_cpu = v * 1e-9;
         else {
             fprintf(stderr, "error: --plan %s: unknown key '%s'; expected peak_tflops, gemm_eff, mem_gbs, mem_gib, reserve_gib, "
-                    "rpn, intra_gbs, intra_us, inter_gbit, inter_us, inter_eff, cores, threads, hosts_here or quant_gbs\n", spec, tok);
+                    "rpn, intra_gbs, intra_us, inter_gbit, inter_us, inter_eff, cores, threads, hosts_here, quant_gbs or net_cpu_ns\n", spec, tok);
             return -1;
         }
     }
     m->inter_bw *= inter_eff;
     if (overridden) snprintf(m->name + strlen(m->name), sizeof(m->name) - strlen(m->name), " (%s)", spec);
     return 0;
+}
+
+/*
+ * The network stack's CPU seconds per byte a rank sends (sender + receiver) for a plan of
+ * `nodes` nodes: net_cpu_ns when given; the cpu preset's default across nodes is
+ * PLAN_CPU_TCP_NS, TCP through the kernel as Open MPI's btl tcp sends it, measured on this
+ * machine inside tests/cluster.sh's namespaces (dev/bench/net_cpu_bench.sh, the mean of a host's
+ * loopback path and the veth + bridge + tbf path, as a 2-ranks-per-host ring's bytes split
+ * between them); on one node Open MPI's shared memory moves the bytes with a memory copy, which
+ * the plan does not charge (0).
+ */
+#ifndef PLAN_CPU_TCP_NS
+#define PLAN_CPU_TCP_NS 1.0
+#endif
+static double plan_net_cpu(const PlanMachine* m, int nodes) {
+    if (m->net_cpu >= 0.0) return m->net_cpu;
+    return nodes > 1 ? PLAN_CPU_TCP_NS * 1e-9 : 0.0;
 }
 
 #endif // ZERO_PLAN_MACHINE_H

@@ -24,6 +24,9 @@
  * in backward for the LM head's recompute too), qgZ's two all-to-alls for every reduction (a wte
  * chunk's two included); the CPU build waits for each all-to-all at once (the compute side stands
  * still) and (de)quantizes on the compute side, the GPU build queues all of it on the comm stream.
+ * With the network stack's CPU (net_cpu, zero/plan_comm.h) each collective's time on the link
+ * is kept with the fraction of the compute rate it takes, and compute that runs beside it takes
+ * longer by that much (plan_compute); its span in the predicted timeline is the longer time.
  */
 #ifndef ZERO_PLAN_SCHEDULE_H
 #define ZERO_PLAN_SCHEDULE_H
@@ -32,6 +35,9 @@
 #endif
 
 typedef struct { int unit; double done; long long age; double dequantize_s; } PlanSlot; // dequantize_s: ZeRO++ qwZ, at first use
+
+// A collective's time on the link and the fraction of the compute rate its CPU takes meanwhile.
+typedef struct { double begin, end, cpu_fraction; } PlanLinkSpan;
 
 typedef struct {
     int stage, num_units, L;
@@ -53,6 +59,8 @@ typedef struct {
     double quantize_s;   // ZeRO++'s (de)quantize time on the compute side
     long long tied_block; // CPU stages 0, 1: one rank's block of encoder wte rows (zero/tied_rows_cpu.h); 0: dense
     double tied_done;    // its all-gather completes
+    PlanLinkSpan* spans; int span_count, span_capacity, span_next; // net_cpu: the link's collectives in issue order
+    double net_cpu_s;    // compute time the network stack's CPU took (the stretch), over the simulation
 } PlanSim;
 
 static void plan_sim_trace_what(PlanSim* s, int kind, int phase, int unit, int op_kind, double begin, double end, long long elements,
@@ -73,6 +81,15 @@ static double plan_issue_what(PlanSim* s, ZeroOpKind kind, int unit, double seco
     s->link_free = start + seconds;
     s->comm_busy += seconds;
     s->sent += elements;
+    double f = plan_net_cpu_fraction(s->net, (double)elements * s->net->element_bytes, seconds);
+    if (f > 0.0) {
+        if (s->span_count == s->span_capacity) {
+            s->span_capacity = s->span_capacity ? 2 * s->span_capacity : 256;
+            s->spans = (PlanLinkSpan*)realloc(s->spans, (size_t)s->span_capacity * sizeof(PlanLinkSpan));
+            if (s->spans == NULL) { fprintf(stderr, "error: plan: out of memory for the link's spans\n"); exit(1); }
+        }
+        s->spans[s->span_count++] = (PlanLinkSpan){start, s->link_free, f};
+    }
     plan_sim_trace_what(s, ZERO_TRACE_EV_COMM, 0, unit, kind, start, s->link_free, elements, what);
     return s->link_free;
 }
@@ -89,9 +106,34 @@ static void plan_wait(PlanSim* s, double done, ZeroOpKind kind, int unit) {
 }
 
 
+/*
+ * `seconds` of compute from now; returns the time it takes. Beside a collective whose CPU takes
+ * the fraction f of the compute rate (net_cpu) it runs at 1 - f: walk the link's spans from now
+ * (issued before this compute, in order, so they begin no earlier than the one before ended).
+ */
+static double plan_compute_span(PlanSim* s, double seconds) {
+    double t = s->t, work = seconds;
+    while (s->span_next < s->span_count && s->spans[s->span_next].end <= t) s->span_next++;
+    for (int i = s->span_next; i < s->span_count && work > 0.0; i++) {
+        const PlanLinkSpan* sp = &s->spans[i];
+        if (sp->begin > t) { // full rate until the span begins
+            double run = fmin(work, sp->begin - t);
+            t += run; work -= run;
+            if (work <= 0.0) break;
+        }
+        double rate = 1.0 - sp->cpu_fraction, room = sp->end - t;
+        if (rate <= 0.0) { t = sp->end; continue; }
+        if (work <= room * rate) { t += work / rate; work = 0.0; }
+        else { work -= room * rate; t = sp->end; }
+    }
+    return t + work - s->t;
+}
+
 static void plan_compute(PlanSim* s, int phase, int unit, double seconds) {
-    plan_sim_trace(s, ZERO_TRACE_EV_COMPUTE, phase, unit, 0, s->t, s->t + seconds, 0);
-    s->t += seconds;
+    double took = seconds > 0.0 && s->span_count > 0 ? plan_compute_span(s, seconds) : seconds;
+    plan_sim_trace(s, ZERO_TRACE_EV_COMPUTE, phase, unit, 0, s->t, s->t + took, 0);
+    s->net_cpu_s += took - seconds;
+    s->t += took;
 }
 
 // ZeRO++'s quantize and dequantize passes on the compute side (CPU build).
@@ -228,6 +270,7 @@ typedef struct {
     double compute_s, comm_s, exposed_s, step_s;
     long long sent_elements; // per rank per step, summed over the simulated schedule's collectives
     double quantize_s;       // ZeRO++'s (de)quantize passes on the compute side (not in compute_s)
+    double net_cpu_s;        // of the step's compute side (compute_s, the shard adds, zeroing, quantize), the time the network stack's CPU took
 } PlanStep;
 
 typedef struct {
@@ -247,7 +290,7 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
     const ParamLayout* layout = s->layout;
     int L = s->L, final_unit = L + 1, N = s->net->N, K = layout->num_wte_units;
     double busy = 0.0;
-#define PLAN_RUN(phase, unit, seconds) do { plan_compute(s, phase, unit, seconds); busy += (seconds); } while (0)
+#define PLAN_RUN(phase, unit, seconds) do { double t0_ = s->t; plan_compute(s, phase, unit, seconds); busy += s->t - t0_; } while (0)
     for (int micro = 0; micro < A; micro++) {
         int last = micro == A - 1;
         s->backward = 0; // zero_pp_pass(z, 0)
@@ -365,7 +408,7 @@ static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNe
     PlanStep r = {0};
     for (int step = 1; step <= 3; step++) {
         s.step = step;
-        double begin = s.t, exposed0 = s.exposed, busy0 = s.comm_busy, quantize0 = s.quantize_s, compute = 0.0;
+        double begin = s.t, exposed0 = s.exposed, busy0 = s.comm_busy, quantize0 = s.quantize_s, net_cpu0 = s.net_cpu_s, compute = 0.0;
         long long sent0 = s.sent;
         plan_sim_trace(&s, ZERO_TRACE_EV_STEP, 0, -1, 0, begin, begin, 0); // placeholder, end set below
         int step_event = s.trace_count - 1;
@@ -378,10 +421,12 @@ static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNe
         r.compute_s = compute;
         r.sent_elements = s.sent - sent0;
         r.quantize_s = s.quantize_s - quantize0;
+        r.net_cpu_s = s.net_cpu_s - net_cpu0;
     }
     if (count) *count = s.trace_count;
     free(s.grad_done);
     free(s.param_done);
+    free(s.spans);
     return r;
 }
 
