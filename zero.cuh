@@ -28,7 +28,7 @@
  *   zero/plan_machine.h the planner's machine: presets (h100, h200, cpu) and overrides
  *   zero/plan_memory.h  the planner's bytes per rank at each stage, from the engine's functions
  *   zero/plan_compute.h the planner's work per unit: FLOPs and element-wise bytes; MFU's numerator
- *   zero/plan_comm.h    the planner's ring collective times (alpha-beta model)
+ *   zero/plan_comm.h    the planner's ring collective times (alpha-beta model), the network stack's CPU
  *   zero/plan_zeropp.h  the planner's ZeRO++ rows: zero/zeropp.h's formulas for any world, its collectives' times
  *   zero/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
  *   zero/plan.h         the planner (--plan): every stage's bytes and step time for any N, the table

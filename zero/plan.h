@@ -8,7 +8,7 @@
  *   zero/plan_machine.h  the machine: presets (h100, h200, cpu) and key=value overrides
  *   zero/plan_memory.h   the model and batch; bytes per rank at each stage (the engine's functions)
  *   zero/plan_compute.h  the work per unit: FLOPs and element-wise bytes; MFU's numerator
- *   zero/plan_comm.h     ring collective times under the alpha-beta model
+ *   zero/plan_comm.h     ring collective times under the alpha-beta model; the network stack's CPU
  *   zero/plan_zeropp.h   ZeRO++ on stage 3 (qwZ, hpZ, qgZ): zero/zeropp.h's formulas, its collectives' times
  *   zero/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
  *   zero/plan.h          this file: every stage's plan, the table, the ZeRO++ rows
