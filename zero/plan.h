@@ -210,9 +210,9 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     if (net.net_cpu > 0.0)
         fprintf(out, "plan: network stack's CPU %.3f ns per byte sent (sender + receiver%s): a node's %d ranks on %d cores (%.0f busy with "
                 "their threads); a collective takes %.2f cores per GB/s it moves per rank, out of the compute beside it; the link's "
-                "%.2f GB/s bounded at %.2f by the cores (zero/plan_comm.h)\n", net.net_cpu * 1e9,
+                "%.3f GB/s: %.3f alone, %.3f beside the ranks' compute (the cores' share; zero/plan_comm.h)\n", net.net_cpu * 1e9,
                 m->net_cpu >= 0.0 ? ", net_cpu_ns" : ", the cpu preset's TCP default", net.rpn, net.cores, net.busy_cores,
-                net.rpn * net.net_cpu * 1e9, net.beta_link / 1e9, net.cores / (net.rpn * net.net_cpu) / 1e9);
+                net.rpn * net.net_cpu * 1e9, net.beta_link / 1e9, net.beta / 1e9, net.beta_compute / 1e9);
     fprintf(out, "%-5s | %-10s | %-10s | %-10s | %-10s | %-11s | %-10s | %-4s | %-12s | %-13s | %9s | %9s | %10s | %9s | %10s | %6s\n",
             "stage", "params", "grads", "optimizer", "working", "activations", "total", "fits", "sent/rank", "across/node",
             "compute", "comm", "exposed", "step", "tokens/s", "MFU");
@@ -273,7 +273,7 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
                 "\"rank_flops\":%.6g,\"rank_mem_bw\":%.6g,\"rank_rates_ranks\":%d,"
                 "\"ops_measured\":%d,\"op_layer_fwd_s\":%.6g,\"op_layer_bwd_s\":%.6g,\"op_head_fwd_s\":%.6g,\"op_head_bwd_s\":%.6g,"
                 "\"op_optimizer_s\":%.6g,\"op_zero_grads_s\":%.6g,\"ops_scale\":%.6g,\"ops_mem_scale\":%.6g,"
-                "\"net_cpu_ns\":%.6g,\"net_rpn\":%d,\"net_cores\":%d,\"net_busy_cores\":%.6g,\"beta\":%.6g,\"beta_link\":%.6g,"
+                "\"net_cpu_ns\":%.6g,\"net_rpn\":%d,\"net_cores\":%d,\"net_busy_cores\":%.6g,\"beta\":%.6g,\"beta_link\":%.6g,\"beta_compute\":%.6g,"
                 "\"alpha_us\":%.6g,\"net_cpu_ms\":%.4f,"
                 "\"compute_ms\":%.4f,\"comm_ms\":%.4f,\"exposed_ms\":%.4f,\"step_ms\":%.4f,\"tokens_per_s\":%.2f,\"mfu\":%.5f}\n",
                 p->stage, N, rpn, net.nodes, A, layout.padded_numel, p->bytes.params, p->bytes.grads, p->bytes.optimizer,
@@ -282,7 +282,7 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
                 net.nodes > 1 ? (double)p->step.sent_elements * e : 0.0, flops, mem_bw, m->rank_rates_ranks,
                 m->ops_measured, m->op_layer_fwd_s, m->op_layer_bwd_s, m->op_head_fwd_s, m->op_head_bwd_s, m->op_optimizer_s,
                 m->op_zero_grads_s, ops_scale, mem_scale, net.net_cpu * 1e9, net.rpn, net.cores, net.busy_cores, net.beta,
-                net.beta_link, net.alpha * 1e6, 1e3 * p->step.net_cpu_s, 1e3 * p->step.compute_s, 1e3 * p->step.comm_s,
+                net.beta_link, net.beta_compute, net.alpha * 1e6, 1e3 * p->step.net_cpu_s, 1e3 * p->step.compute_s, 1e3 * p->step.comm_s,
                 1e3 * p->step.exposed_s, 1e3 * p->step.step_s, p->tokens_per_s, p->mfu);
     }
     int pp_bad = pp != NULL && N > 1 && plan_print_zeropp(pm, m, &layout, &net, &tm, rpn, mem_bw, budget, &st[3], pp, trace_path, out) != 0;

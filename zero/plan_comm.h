@@ -13,13 +13,17 @@
  * The network stack's CPU (net_cpu, zero/plan_machine.h: seconds per byte a rank sends, the
  * sender's and the receiver's together; TCP through the kernel, 0 for RDMA and NVLink): in a
  * ring step every rank of a node sends one chunk and receives one, so the node's cores spend
- * rpn x chunk x net_cpu on it. The kernel's protocol work (softirq) and the woken progress
- * threads run before the ranks' compute threads get the cores back, so
- *   - a collective cannot go faster than all of the node's cores allow: beta <= cores /
- *     (rpn x net_cpu) (plan_net);
- *   - while it is on the link, the CPU it takes beyond the cores the ranks' threads leave idle
- *     comes out of their compute: compute runs at 1 - plan_net_cpu_fraction of its rate for that
- *     time (zero/plan_schedule.h's plan_compute).
+ * rpn x chunk x net_cpu on it. The cores are shared as the kernel's scheduler shares them
+ * between runnable threads, equally: a node's rpn x threads compute threads and its rpn progress
+ * threads (zero/progress_cpu.h: each runnable while its ring has work; the traces in the
+ * simulated cluster show a collective's rate falling as more ranks compute beside it, README), so
+ *   - alone (the compute side waiting) a collective gets all of the node's cores: beta <= cores /
+ *     (rpn x net_cpu);
+ *   - beside the ranks' compute it gets the cores their threads leave idle plus its threads'
+ *     share of the busy ones, busy x rpn / (rpn x threads + rpn): beta_compute <= that /
+ *     (rpn x net_cpu);
+ *   - the CPU it takes beyond the idle cores comes out of the compute beside it: compute runs
+ *     at 1 - plan_net_cpu_fraction of its rate meanwhile (zero/plan_schedule.h's plan_compute).
  */
 #ifndef ZERO_PLAN_COMM_H
 #define ZERO_PLAN_COMM_H
@@ -38,6 +42,7 @@ typedef struct {
     int rpn, cores;
     double busy_cores;
     double beta_link;     // beta before the cores' bound (bytes/s)
+    double beta_compute;  // beta beside the ranks' compute (the cores' share left to the stack); = beta without net_cpu
 } PlanNet;
 
 static PlanNet plan_net(const PlanMachine* m, int N, int element_bytes) {
@@ -58,6 +63,11 @@ static PlanNet plan_net(const PlanMachine* m, int N, int element_bytes) {
         net.cores = m->cores;
         net.busy_cores = fmin((double)m->cores, (double)rpn * m->threads_per_rank);
         if (net.net_cpu > 0.0) net.beta = fmin(net.beta, m->cores / (rpn * net.net_cpu));
+    }
+    net.beta_compute = net.beta;
+    if (net.net_cpu > 0.0) {
+        double share = (net.cores - net.busy_cores) + net.busy_cores * rpn / ((double)rpn * m->threads_per_rank + rpn);
+        net.beta_compute = fmin(net.beta, share / (rpn * net.net_cpu));
     }
     return net;
 }

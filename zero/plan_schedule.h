@@ -24,9 +24,12 @@
  * in backward for the LM head's recompute too), qgZ's two all-to-alls for every reduction (a wte
  * chunk's two included); the CPU build waits for each all-to-all at once (the compute side stands
  * still) and (de)quantizes on the compute side, the GPU build queues all of it on the comm stream.
- * With the network stack's CPU (net_cpu, zero/plan_comm.h) each collective's time on the link
- * is kept with the fraction of the compute rate it takes, and compute that runs beside it takes
- * longer by that much (plan_compute); its span in the predicted timeline is the longer time.
+ * With the network stack's CPU (net_cpu, zero/plan_comm.h) a collective moves at two rates: its
+ * time alone (the compute side waiting) and its time beside the ranks' compute (the cores' share
+ * left to it), and the compute beside it runs at 1 - f of its rate; so the link is simulated as
+ * a queue whose head progresses at the rate of the moment, and a collective's completion is
+ * known once the simulation gets there (a pending one is a handle, done < 0, until a wait or
+ * the compute's advance completes it). Without net_cpu both rates are its one time, as before.
  */
 #ifndef ZERO_PLAN_SCHEDULE_H
 #define ZERO_PLAN_SCHEDULE_H
@@ -36,14 +39,18 @@
 
 typedef struct { int unit; double done; long long age; double dequantize_s; } PlanSlot; // dequantize_s: ZeRO++ qwZ, at first use
 
-// A collective's time on the link and the fraction of the compute rate its CPU takes meanwhile.
-typedef struct { double begin, end, cpu_fraction; } PlanLinkSpan;
+// A collective on the link: its time alone and beside the ranks' compute, the fraction of the
+// compute rate its CPU takes meanwhile, how far it got (0..1), and when it began and completed.
+typedef struct {
+    double alone_s, computing_s, cpu_fraction, progress, begin, done;
+    int kind, unit, step, complete; long long elements; const char* what;
+} PlanLinkOp;
 
 typedef struct {
     int stage, num_units, L;
     const ParamLayout* layout;
     const PlanNet* net;
-    double t, link_free, step_begin;
+    double t, step_begin;
     double exposed, comm_busy;
     long long sent;
     double* grad_done;   // stages 0, 1: each unit's gradient collective completes
@@ -59,7 +66,8 @@ typedef struct {
     double quantize_s;   // ZeRO++'s (de)quantize time on the compute side
     long long tied_block; // CPU stages 0, 1: one rank's block of encoder wte rows (zero/tied_rows_cpu.h); 0: dense
     double tied_done;    // its all-gather completes
-    PlanLinkSpan* spans; int span_count, span_capacity, span_next; // net_cpu: the link's collectives in issue order
+    PlanLinkOp* ops; int op_count, op_capacity, op_head; // the link's collectives in issue order; op_head: the first pending
+    double link_t;       // the link's clock (kept at t after every call)
     double net_cpu_s;    // compute time the network stack's CPU took (the stretch), over the simulation
 } PlanSim;
 
@@ -75,30 +83,78 @@ static void plan_sim_trace(PlanSim* s, int kind, int phase, int unit, int op_kin
     plan_sim_trace_what(s, kind, phase, unit, op_kind, begin, end, elements, NULL);
 }
 
-// A collective of `seconds` issued now: the link serves it after the ones before it.
-static double plan_issue_what(PlanSim* s, ZeroOpKind kind, int unit, double seconds, long long elements, const char* what) {
-    double start = fmax(s->t, s->link_free);
-    s->link_free = start + seconds;
-    s->comm_busy += seconds;
-    s->sent += elements;
-    double f = plan_net_cpu_fraction(s->net, (double)elements * s->net->element_bytes, seconds);
-    if (f > 0.0) {
-        if (s->span_count == s->span_capacity) {
-            s->span_capacity = s->span_capacity ? 2 * s->span_capacity : 256;
-            s->spans = (PlanLinkSpan*)realloc(s->spans, (size_t)s->span_capacity * sizeof(PlanLinkSpan));
-            if (s->spans == NULL) { fprintf(stderr, "error: plan: out of memory for the link's spans\n"); exit(1); }
+/*
+ * Run the link from link_t to `until` (computing: the ranks compute meanwhile, so each
+ * collective moves at its rate beside compute; else alone). Completes what gets done and records
+ * its span. `until` = INFINITY with stop >= 0: run (alone) until op `stop` is complete.
+ */
+static void plan_link_run(PlanSim* s, double until, int computing, int stop) {
+    while (s->op_head < s->op_count && s->link_t < until) {
+        PlanLinkOp* op = &s->ops[s->op_head];
+        double total = computing ? op->computing_s : op->alone_s;
+        double left = (1.0 - op->progress) * total;
+        if (s->link_t + left <= until) {
+            s->link_t += left;
+            op->done = s->link_t;
+            op->complete = 1;
+            s->comm_busy += op->done - op->begin;
+            int step = s->step; // the timeline files a collective under the step that issued it, as the engine does
+            s->step = op->step;
+            plan_sim_trace_what(s, ZERO_TRACE_EV_COMM, 0, op->unit, op->kind, op->begin, op->done, op->elements, op->what);
+            s->step = step;
+            s->op_head++;
+            if (s->op_head < s->op_count) s->ops[s->op_head].begin = s->link_t;
+            if (stop >= 0 && s->op_head > stop) return;
+        } else {
+            op->progress += (until - s->link_t) / total;
+            s->link_t = until;
         }
-        s->spans[s->span_count++] = (PlanLinkSpan){start, s->link_free, f};
     }
-    plan_sim_trace_what(s, ZERO_TRACE_EV_COMM, 0, unit, kind, start, s->link_free, elements, what);
-    return s->link_free;
+    if (until > s->link_t && until < INFINITY) s->link_t = until; // idle link
+}
+
+// A pending collective's handle (its done time once complete: plan_done).
+static double plan_handle(int i) { return -(double)(i + 1); }
+
+// The completion time of `done` (a time, or a pending collective's handle: the link runs alone
+// until it completes, the compute side waiting).
+static double plan_done(PlanSim* s, double done) {
+    if (done >= 0.0) return done;
+    int i = (int)(-done) - 1;
+    if (!s->ops[i].complete) plan_link_run(s, INFINITY, 0, i);
+    return s->ops[i].done;
+}
+
+// A collective of `seconds` (its ring time alone) issued now: the link serves it after the ones
+// before it. Returns its handle.
+static double plan_issue_what(PlanSim* s, ZeroOpKind kind, int unit, double seconds, long long elements, const char* what) {
+    s->sent += elements;
+    double bytes = (double)elements * s->net->element_bytes;
+    // Beside compute its bytes move at beta_compute instead of beta (zero/plan_comm.h).
+    double computing_s = seconds + (s->net->beta_compute < s->net->beta ? bytes / s->net->beta_compute - bytes / s->net->beta : 0.0);
+    if (s->op_count == s->op_capacity) {
+        s->op_capacity = s->op_capacity ? 2 * s->op_capacity : 256;
+        s->ops = (PlanLinkOp*)realloc(s->ops, (size_t)s->op_capacity * sizeof(PlanLinkOp));
+        if (s->ops == NULL) { fprintf(stderr, "error: plan: out of memory for the link's collectives\n"); exit(1); }
+    }
+    PlanLinkOp* op = &s->ops[s->op_count];
+    memset(op, 0, sizeof(*op));
+    op->alone_s = seconds;
+    op->computing_s = computing_s;
+    op->cpu_fraction = plan_net_cpu_fraction(s->net, bytes, computing_s);
+    op->kind = kind; op->unit = unit; op->elements = elements; op->what = what; op->step = s->step;
+    op->begin = s->t; // the link is at t: if it is busy, begin is set when this one reaches the head
+    s->op_count++;
+    return plan_handle(s->op_count - 1);
 }
 static double plan_issue(PlanSim* s, ZeroOpKind kind, int unit, double seconds, long long elements) {
     return plan_issue_what(s, kind, unit, seconds, elements, NULL);
 }
 
 static void plan_wait(PlanSim* s, double done, ZeroOpKind kind, int unit) {
+    done = plan_done(s, done);
     if (done > s->t) {
+        plan_link_run(s, done, 0, -1); // the link runs on alone while the compute side waits
         plan_sim_trace(s, ZERO_TRACE_EV_WAIT, 0, unit, kind, s->t, done, 0);
         s->exposed += done - s->t;
         s->t = done;
@@ -107,33 +163,21 @@ static void plan_wait(PlanSim* s, double done, ZeroOpKind kind, int unit) {
 
 
 /*
- * `seconds` of compute from now; returns the time it takes. Beside a collective whose CPU takes
- * the fraction f of the compute rate (net_cpu) it runs at 1 - f: walk the link's spans from now
- * (issued before this compute, in order, so they begin no earlier than the one before ended).
+ * `seconds` of compute from now, the link running beside it: while a collective is on the link
+ * the compute runs at 1 - its cpu_fraction of its rate (the stack's CPU, zero/plan_comm.h) and
+ * the collective at its rate beside compute.
  */
-static double plan_compute_span(PlanSim* s, double seconds) {
-    double t = s->t, work = seconds;
-    while (s->span_next < s->span_count && s->spans[s->span_next].end <= t) s->span_next++;
-    for (int i = s->span_next; i < s->span_count && work > 0.0; i++) {
-        const PlanLinkSpan* sp = &s->spans[i];
-        if (sp->begin > t) { // full rate until the span begins
-            double run = fmin(work, sp->begin - t);
-            t += run; work -= run;
-            if (work <= 0.0) break;
-        }
-        double rate = 1.0 - sp->cpu_fraction, room = sp->end - t;
-        if (rate <= 0.0) { t = sp->end; continue; }
-        if (work <= room * rate) { t += work / rate; work = 0.0; }
-        else { work -= room * rate; t = sp->end; }
-    }
-    return t + work - s->t;
-}
-
 static void plan_compute(PlanSim* s, int phase, int unit, double seconds) {
-    double took = seconds > 0.0 && s->span_count > 0 ? plan_compute_span(s, seconds) : seconds;
-    plan_sim_trace(s, ZERO_TRACE_EV_COMPUTE, phase, unit, 0, s->t, s->t + took, 0);
-    s->net_cpu_s += took - seconds;
-    s->t += took;
+    double begin = s->t, work = seconds;
+    while (work > 0.0) {
+        if (s->op_head >= s->op_count) { s->t += work; s->link_t = s->t; break; } // the link is idle
+        PlanLinkOp* op = &s->ops[s->op_head];
+        double rate = 1.0 - op->cpu_fraction, left = (1.0 - op->progress) * op->computing_s;
+        if (rate > 0.0 && work / rate <= left) { s->t += work / rate; work = 0.0; plan_link_run(s, s->t, 1, -1); }
+        else { s->t += left; work -= left * rate; plan_link_run(s, s->t, 1, -1); }
+    }
+    plan_sim_trace(s, ZERO_TRACE_EV_COMPUTE, phase, unit, 0, begin, s->t, 0);
+    s->net_cpu_s += s->t - begin - seconds;
 }
 
 // ZeRO++'s quantize and dequantize passes on the compute side (CPU build).
@@ -423,10 +467,11 @@ static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNe
         r.quantize_s = s.quantize_s - quantize0;
         r.net_cpu_s = s.net_cpu_s - net_cpu0;
     }
+    if (s.op_count > 0) plan_link_run(&s, INFINITY, 0, s.op_count - 1); // what is still on the link, for the timeline
     if (count) *count = s.trace_count;
     free(s.grad_done);
     free(s.param_done);
-    free(s.spans);
+    free(s.ops);
     return r;
 }
 
