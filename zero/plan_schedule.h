@@ -89,11 +89,11 @@ static void plan_sim_trace(PlanSim* s, int kind, int phase, int unit, int op_kin
  * its span. `until` = INFINITY with stop >= 0: run (alone) until op `stop` is complete.
  */
 static void plan_link_run(PlanSim* s, double until, int computing, int stop) {
-    while (s->op_head < s->op_count && s->link_t < until) {
+    while (s->op_head < s->op_count) {
         PlanLinkOp* op = &s->ops[s->op_head];
         double total = computing ? op->computing_s : op->alone_s;
         double left = (1.0 - op->progress) * total;
-        if (s->link_t + left <= until) {
+        if (s->link_t + left <= until) { // (a collective of no time completes at once)
             s->link_t += left;
             op->done = s->link_t;
             op->complete = 1;
@@ -106,8 +106,9 @@ static void plan_link_run(PlanSim* s, double until, int computing, int stop) {
             if (s->op_head < s->op_count) s->ops[s->op_head].begin = s->link_t;
             if (stop >= 0 && s->op_head > stop) return;
         } else {
-            op->progress += (until - s->link_t) / total;
-            s->link_t = until;
+            if (until > s->link_t) op->progress += (until - s->link_t) / total;
+            s->link_t = fmax(s->link_t, until);
+            break;
         }
     }
     if (until > s->link_t && until < INFINITY) s->link_t = until; // idle link
