@@ -179,13 +179,14 @@ static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
  * The network stack's CPU seconds per byte a rank sends (sender + receiver) for a plan of
  * `nodes` nodes: net_cpu_ns when given; the cpu preset's default across nodes is
  * PLAN_CPU_TCP_NS, TCP through the kernel as Open MPI's btl tcp sends it, measured on this
- * machine inside tests/cluster.sh's namespaces (dev/bench/net_cpu_bench.sh, the mean of a host's
- * loopback path and the veth + bridge + tbf path, as a 2-ranks-per-host ring's bytes split
- * between them); on one node Open MPI's shared memory moves the bytes with a memory copy, which
- * the plan does not charge (0).
+ * machine inside tests/cluster.sh's namespaces (dev/bench/net_cpu_bench.sh 1000 200 3, quiet,
+ * 03:05 UTC 2026-12-02, every core's /proc/stat busy time over one TCP stream: a host's
+ * loopback path 0.55 ns per byte, the veth + bridge + tbf path at 1 Gbit 9.88, 8.87 of it
+ * softirq; their mean, as a 2-ranks-per-host ring's bytes split between them); on one node Open
+ * MPI's shared memory moves the bytes with a memory copy, which the plan does not charge (0).
  */
 #ifndef PLAN_CPU_TCP_NS
-#define PLAN_CPU_TCP_NS 1.0
+#define PLAN_CPU_TCP_NS 5.2
 #endif
 static double plan_net_cpu(const PlanMachine* m, int nodes) {
     if (m->net_cpu >= 0.0) return m->net_cpu;

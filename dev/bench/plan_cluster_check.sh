@@ -13,8 +13,8 @@
 # PLAN_NET_CPU=X: X instead), and the gap; beside it the plan without the stack's CPU
 # (net_cpu_ns=0, the model before it). Compute = a step's span less its waits, every rank's mean
 # (the trace). The large collectives (>= 1 MB) against the plan's prediction of each: from the
-# rank's own start, and from the last rank's issue (the ring cannot finish before every rank
-# has joined it: the rest is skew). busy cores = the machine's /proc/stat busy time over the run
+# rank's own start, and from the last rank's start (the ring cannot finish before every rank
+# has started it: the rest is skew). busy cores = the machine's /proc/stat busy time over the run
 # / its wall time (2 = both cores all the time). Prints one row per run and the load beside it.
 # Usage (root): dev/bench/plan_cluster_check.sh [MODEL (d2)] [RATES (100 1000), Mbit/s] [STAGES (0 1 2 3)] [S (4)]
 set -uo pipefail
@@ -54,7 +54,7 @@ s.close()'
 }
 busy_jiffies() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 hz=$(getconf CLK_TCK)
-printf "| rate | stage | predicted step (net_cpu_ns=0) | predicted step | measured step | gap (net_cpu_ns=0) | gap | predicted compute (of it the stack's CPU) | measured compute | predicted exposed | measured exposed | achieved link (trace) | large collectives: measured / predicted | the same from the last rank's issue | busy cores | load |\n"
+printf "| rate | stage | predicted step (net_cpu_ns=0) | predicted step | measured step | gap (net_cpu_ns=0) | gap | predicted compute (of it the stack's CPU) | measured compute | predicted exposed | measured exposed | achieved link (trace) | large collectives: measured / predicted | the same from the last rank's start | busy cores | load |\n"
 printf "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 for rate in $rates; do
     cluster_rate_limit node0 "${rate}mbit"
@@ -130,8 +130,8 @@ for st in steps:
     per = [large(ev, st) for ev in ranks]
     for k in per[0]:
         if k not in pred or pred[k] <= 0 or not all(k in p for p in per): continue
-        last_issue = max(p[k]["args"]["issued_us"] for p in per)
-        after_last += [(p[k]["ts"] + p[k]["dur"] - last_issue) / pred[k] for p in per]
+        last_start = max(p[k]["ts"] for p in per)  # the last rank to start it (its queue reached it)
+        after_last += [(p[k]["ts"] + p[k]["dur"] - last_start) / pred[k] for p in per]
 def spread(v):
     v = sorted(v)
     return f"{v[len(v) // 2]:.2f} (median of {len(v)}; {v[0]:.2f}-{v[-1]:.2f})" if v else "-"
