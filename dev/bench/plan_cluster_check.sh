@@ -124,7 +124,7 @@ ranks = [json.load(open(f))["traceEvents"] for f in glob.glob(run + ".rank*.json
 for ev in ranks:
     for st in {e["args"]["step"] for e in ev if e.get("ph") == "X" and e["cat"] == "step"}:
         ratios += [e["dur"] / pred[k] for k, e in large(ev, st).items() if k in pred and pred[k] > 0]
-# the same collective on every rank: from the last rank's issue (trace times share one clock) to each rank's end
+# the same collective on every rank: from the last rank's start (trace times share one clock) to each rank's end
 steps = {e["args"]["step"] for e in ranks[0] if e.get("ph") == "X" and e["cat"] == "step"} if ranks else set()
 for st in steps:
     per = [large(ev, st) for ev in ranks]
