@@ -195,6 +195,17 @@ one_error trace_unwritable_path_np2_one_line "^error: -tr $ZT/none/t.json \(rank
 one_error trace_steps_outside_run_refused "^error: -ts 5-9: the run's steps are 1-3; expected a range that holds one of them" "${TRUN[@]}" -tr "$ZT/late.json" -ts 5-9
 one_error trace_steps_without_trace_refused "^error: -ts 2-3: steps of a timeline that is not written; expected -tr FILE.json as well" "${TRUN[@]}" -ts 2-3
 check trace_refused_runs_left_no_file test ! -e "$ZT/late.rank0.json" -a ! -e "$ZT/late.rank0.json.tmp"
+# A full disk (a 16 KiB tmpfs in each process's own mount namespace: nothing to unmount) and a
+# directory where a rank's file goes: one line, exit 1, no file left.
+if unshare -m true 2>/dev/null; then
+    mkdir -p "$ZT/full"
+    # sh -c "$INFULL" DIR CMD...: CMD with a 16 KiB tmpfs on DIR, then a line "left: FILES" of what is on it
+    INFULL='mount -t tmpfs -o size=16k tmpfs "$0" || exit 9; "$@"; rc=$?; echo "left: $(ls -A "$0" | tr "\n" " ")"; exit $rc'
+    out=$(timeout 120 unshare -m sh -c "$INFULL" "$ZT/full" "${PLAN[@]}" --plan h100 -np 2 -tr "$ZT/full/p.json" 2>&1); rc=$?
+    check plan_trace_full_disk_one_line_exit1_no_file test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -tr $ZT/full/p.plan.stage0.json: writing the trace failed (No space left on device)" <<<"$out"):$(grep '^left:' <<<"$out")" = "1:1:1:left: "
+else
+    echo "SKIP trace_full_disk: unshare -m is not available here (needs root)"
+fi
 
 # 7. ZeRO++ on two hostnames (UTS namespaces; root).
 if ! unshare --uts true 2>/dev/null; then

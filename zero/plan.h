@@ -52,6 +52,15 @@ static void plan_trace_path(const char* trace_path, const char* what, char* path
     snprintf(path, cap, "%.*s.plan.%s.json", n > 5 ? (int)(n - 5) : (int)n, trace_path, what);
 }
 
+// -tr: the first predicted timeline that could not be written (a full disk) is the plan's one
+// error line and its exit status 1; the files after it are not tried (plan_trace_save).
+static int plan_trace_failed;
+
+static void plan_trace_save(const char* path, ZeroTraceEvent* events, int count, const ParamLayout* layout, int stage,
+                            const ZeroTraceInfo* info) {
+    if (!plan_trace_failed && zero_trace_write(path, events, count, layout, stage, info) != 0) plan_trace_failed = 1;
+}
+
 /*
  * The ZeRO++ rows (zero/plan_zeropp.h) beside plain stage 3 (`plain`): the flags' row when
  * given, else qwZ, hpZ over a node's ranks, qgZ int4 and all three; each a table row and a
@@ -135,7 +144,7 @@ static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const Pa
             for (char* c = name; *c; c++) if (!isalnum((unsigned char)*c) && *c != '_') *c = '_';
             plan_trace_path(trace_path, name, path, sizeof(path));
             ZeroTraceInfo info = {0, N, 1, 3, A, 0, "plan", "plan", e};
-            zero_trace_write(path, events, count, layout, 3, &info);
+            plan_trace_save(path, events, count, layout, 3, &info);
         }
         free(events);
     }
@@ -247,7 +256,7 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
             snprintf(what, sizeof(what), "stage%d", stage);
             plan_trace_path(trace_path, what, path, sizeof(path));
             ZeroTraceInfo info = {0, N, 1, 3, A, 0, "plan", "plan", e};
-            zero_trace_write(path, events, count, &layout, stage, &info);
+            plan_trace_save(path, events, count, &layout, stage, &info);
         }
         free(events);
     }
@@ -277,7 +286,7 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     }
     int pp_bad = pp != NULL && N > 1 && plan_print_zeropp(pm, m, &layout, &net, &tm, rpn, mem_bw, budget, &st[3], pp, trace_path, out) != 0;
     param_layout_free(&layout);
-    return any_fits && !pp_bad ? 0 : 1;
+    return any_fits && !pp_bad && !plan_trace_failed ? 0 : 1;
 }
 
 #endif // ZERO_PLAN_H
