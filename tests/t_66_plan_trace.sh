@@ -195,6 +195,7 @@ one_error trace_unwritable_path_np2_one_line "^error: -tr $ZT/none/t.json \(rank
 one_error trace_steps_outside_run_refused "^error: -ts 5-9: the run's steps are 1-3; expected a range that holds one of them" "${TRUN[@]}" -tr "$ZT/late.json" -ts 5-9
 one_error trace_steps_without_trace_refused "^error: -ts 2-3: steps of a timeline that is not written; expected -tr FILE.json as well" "${TRUN[@]}" -ts 2-3
 check trace_refused_runs_left_no_file test ! -e "$ZT/late.rank0.json" -a ! -e "$ZT/late.rank0.json.tmp"
+one_error plan_reserve_above_memory_refused "^error: --plan: the reserve, 1000.00 GiB, leaves none of the 74.51 GiB" "${PLAN[@]}" --plan h100,reserve_gib=1000 -np 8
 # A full disk (a 16 KiB tmpfs in each process's own mount namespace: nothing to unmount) and a
 # directory where a rank's file goes: one line, exit 1, no file left.
 if unshare -m true 2>/dev/null; then

@@ -198,6 +198,12 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     // Per rank the budget is the device's memory, or (CPU) the host's shared by its ranks.
     double budget = (m->cores > 0 ? m->memory / rpn : m->memory) - m->reserve;
     char buf[7][32];
+    if (!(budget > 0.0)) { // every row would say NO against a budget of 0 or less
+        fprintf(stderr, "error: --plan: the reserve, %s, leaves none of the %s of memory per rank; expected reserve_gib below it\n",
+                plan_gib(m->reserve, buf[0], 32), plan_gib(m->cores > 0 ? m->memory / rpn : m->memory, buf[1], 32));
+        param_layout_free(&layout);
+        return 1;
+    }
     fprintf(out, "plan: %s | L %d | C %d | NH %d | Vp %d (wte in %d vocab-chunk units) | parameters %zu, Ψ = %zu padded for N = %d\n",
             init, L, cfg->channels, cfg->num_heads, cfg->padded_vocab_size, layout.num_wte_units, layout.num_parameters,
             layout.padded_numel, N);
