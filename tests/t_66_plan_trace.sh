@@ -196,6 +196,9 @@ one_error trace_steps_outside_run_refused "^error: -ts 5-9: the run's steps are 
 one_error trace_steps_without_trace_refused "^error: -ts 2-3: steps of a timeline that is not written; expected -tr FILE.json as well" "${TRUN[@]}" -ts 2-3
 check trace_refused_runs_left_no_file test ! -e "$ZT/late.rank0.json" -a ! -e "$ZT/late.rank0.json.tmp"
 one_error plan_reserve_above_memory_refused "^error: --plan: the reserve, 1000.00 GiB, leaves none of the 74.51 GiB" "${PLAN[@]}" --plan h100,reserve_gib=1000 -np 8
+# Nothing fits: the rows are the answer, exit 1 has its one error line.
+out=$("${PLAN[@]}" --plan h100,mem_gib=2.01 -np 8 2>&1); rc=$?
+check plan_nothing_fits_exit1_one_line test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c '^error: --plan: no stage fits' <<<"$out"):$(grep -c '^plan_json' <<<"$out")" = "1:1:1:4"
 # A full disk (a 16 KiB tmpfs in each process's own mount namespace: nothing to unmount) and a
 # directory where a rank's file goes: one line, exit 1, no file left.
 if unshare -m true 2>/dev/null; then

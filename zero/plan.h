@@ -269,6 +269,12 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     fprintf(out, "plan: sent/rank = elements sent per rank per step (the ring count) x %d bytes; across/node = bytes leaving each node per step "
             "(one rank's share: the ring crosses each node boundary once); fits = total <= %s per rank%s\n", e,
             plan_gib(budget, buf[0], 32), m->reserve > 0 ? " (device memory less the runtime's reserve)" : "");
+    if (!any_fits) { // the exit status says so too (1): its one error line
+        size_t least = st[0].bytes.total;
+        for (int stage = 1; stage <= 3; stage++) if (st[stage].bytes.total < least) least = st[stage].bytes.total;
+        fprintf(stderr, "error: --plan: no stage fits: the smallest total, %s, is above %s per rank; expected more memory per rank "
+                "(mem_gib=, or more ranks) or a smaller micro-batch (-b)\n", plan_gib((double)least, buf[1], 32), plan_gib(budget, buf[0], 32));
+    }
     if (st[0].bytes.ring > 0)
         fprintf(out, "plan: total includes the rings' receive buffer, %s per rank (one chunk of the largest unit, zero/comm_ring.h)\n",
                 plan_gib((double)st[0].bytes.ring, buf[0], 32));
