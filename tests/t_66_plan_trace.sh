@@ -195,6 +195,11 @@ one_error trace_unwritable_path_np2_one_line "^error: -tr $ZT/none/t.json \(rank
 one_error trace_steps_outside_run_refused "^error: -ts 5-9: the run's steps are 1-3; expected a range that holds one of them" "${TRUN[@]}" -tr "$ZT/late.json" -ts 5-9
 one_error trace_steps_without_trace_refused "^error: -ts 2-3: steps of a timeline that is not written; expected -tr FILE.json as well" "${TRUN[@]}" -ts 2-3
 check trace_refused_runs_left_no_file test ! -e "$ZT/late.rank0.json" -a ! -e "$ZT/late.rank0.json.tmp"
+# Hostile machine strings and worlds (issue 16's hostile pass): each one line before any row.
+one_error plan_machine_empty_item_refused "^error: --plan cpu,,: an empty item" "${PLAN[@]}" --plan cpu,, -np 2
+one_error plan_machine_trailing_comma_refused "^error: --plan h100,: an empty item" "${PLAN[@]}" --plan h100, -np 2
+one_error plan_machine_duplicate_key_refused "^error: --plan h100,rpn=4,gemm_eff=0.5,rpn=2: key 'rpn' given twice" "${PLAN[@]}" --plan h100,rpn=4,gemm_eff=0.5,rpn=2 -np 8
+one_error plan_machine_too_long_refused "^error: --plan h100,inter_gbit=1+\.\.\.: 616 characters; expected at most 511" "${PLAN[@]}" --plan "h100,inter_gbit=$(printf '1%.0s' $(seq 600))" -np 8
 one_error plan_reserve_above_memory_refused "^error: --plan: the reserve, 1000.00 GiB, leaves none of the 74.51 GiB" "${PLAN[@]}" --plan h100,reserve_gib=1000 -np 8
 # Nothing fits: the rows are the answer, exit 1 has its one error line.
 out=$("${PLAN[@]}" --plan h100,mem_gib=2.01 -np 8 2>&1); rc=$?
