@@ -179,6 +179,11 @@ static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
         else if (strcmp(tok, "mem_gbs") == 0) m->mem_bw = v * 1e9;
         else if (strcmp(tok, "mem_gib") == 0) m->memory = v * 1073741824.0;
         else if (strcmp(tok, "reserve_gib") == 0) m->reserve = v * 1073741824.0;
+        else if (strcmp(tok, "rpn") == 0 && v < 1.0) { // 0 would put every rank in one node: not the preset's, as -rpn 0 is
+            fprintf(stderr, "error: --plan %s: rpn=%s is no ranks per node; expected an integer in [1, 1048576] (or no rpn: the machine's)\n",
+                    spec, eq + 1);
+            return -1;
+        }
         else if (strcmp(tok, "rpn") == 0) m->ranks_per_node = (int)v;
         else if (strcmp(tok, "intra_gbs") == 0) m->intra_bw = v * 1e9;
         else if (strcmp(tok, "intra_us") == 0) m->intra_lat = v * 1e-6;
