@@ -92,6 +92,10 @@ static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
         fprintf(stderr, "error: -hp %d: does not divide the %d ranks; expected a divisor of %d (ranks per secondary group)\n", pp.hp, N, N);
         return 1;
     }
+    if (rpn < N && N % rpn != 0) { // the last node would hold fewer ranks than the others: not the machine planned
+        fprintf(stderr, "error: -np %d: not whole nodes of %d ranks; expected a multiple of %d, or -rpn K with K dividing %d\n", N, rpn, rpn, N);
+        return 1;
+    }
     return plan_print(&pm, &m, a->init, a->trace_path, &pp, stdout);
 }
 
