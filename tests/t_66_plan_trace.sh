@@ -215,6 +215,8 @@ if unshare -m true 2>/dev/null; then
     INFULL='mount -t tmpfs -o size=16k tmpfs "$0" || exit 9; "$@"; rc=$?; echo "left: $(ls -A "$0" | tr "\n" " ")"; exit $rc'
     out=$(timeout 120 unshare -m sh -c "$INFULL" "$ZT/full" "${PLAN[@]}" --plan h100 -np 2 -tr "$ZT/full/p.json" 2>&1); rc=$?
     check plan_trace_full_disk_one_line_exit1_no_file test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -tr $ZT/full/p.plan.stage0.json: writing the trace failed (No space left on device)" <<<"$out"):$(grep '^left:' <<<"$out")" = "1:1:1:left: "
+    out=$(timeout 120 "${MPIRUN[@]}" -np 2 unshare -m sh -c "$INFULL" "$ZT/full" "${TRUN[@]}" -tr "$ZT/full/t.json" -ts 1-3 2>&1); rc=$?
+    check trace_full_disk_np2_one_line_exit1_no_file test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -tr $ZT/full/t.rank[01].json: writing the trace failed (No space left on device)" <<<"$out"):$(grep -c '^step ' <<<"$out"):$(grep '^left:' <<<"$out" | sort -u)" = "1:1:1:3:left: "
 else
     echo "SKIP trace_full_disk: unshare -m is not available here (needs root)"
 fi
