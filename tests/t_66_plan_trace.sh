@@ -220,6 +220,9 @@ if unshare -m true 2>/dev/null; then
 else
     echo "SKIP trace_full_disk: unshare -m is not available here (needs root)"
 fi
+mkdir -p "$ZT/dirs.rank1.json"
+one_error trace_rank_file_is_directory_refused_at_start "^error: -tr $ZT/dirs.json \(rank 1 on [^)]*\): $ZT/dirs.rank1.json is a directory" \
+    "${MPIRUN[@]}" -np 2 "${TRUN[@]}" -tr "$ZT/dirs.json"
 
 # 7. ZeRO++ on two hostnames (UTS namespaces; root).
 if ! unshare --uts true 2>/dev/null; then

@@ -46,6 +46,7 @@
 #endif
 #include <errno.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef ZERO_TRACE
@@ -185,10 +186,16 @@ static void zero_trace_open(ZeroEngine* z, const char* path, int first_step, int
     snprintf(probe, sizeof(probe), "%.*s.tmp", (int)sizeof(t->path), t->path);
     FILE* pf = fopen(probe, "w");
     int writable = pf != NULL;
+    struct stat st;
     if (!writable)
         snprintf(err, sizeof(err), "error: -tr %.512s (rank %d on %.64s): cannot create %s (%.200s); expected a writable path", path,
                  z->rank, zero_cluster.host, probe, strerror(errno));
     else { fclose(pf); remove(probe); }
+    if (writable && stat(t->path, &st) == 0 && S_ISDIR(st.st_mode)) { // the rename onto it would fail after the run
+        writable = 0;
+        snprintf(err, sizeof(err), "error: -tr %.512s (rank %d on %.64s): %s is a directory; expected a writable path", path, z->rank,
+                 zero_cluster.host, t->path);
+    }
     zero_startup_agree(writable, err, "opening the trace files"); // the lowest failing rank's line, every rank exits 1
     t->on = 1;
     t->first_step = first_step;
