@@ -28,7 +28,11 @@
 #   6. Bad flags: one error line, exit 1; the planner's before any row (-hp not fitting the world,
 #      machine overrides that are 0 where they divide, negative, a fraction above 1, a count that
 #      is not one, -zo/-zp/-zd, which it does not model), the trace's at start-up (a -tr path it cannot write, -ts outside the run's
-#      steps, -ts without -tr) before any step.
+#      steps, -ts without -tr) before any step. Hostile input (issue 16's pass): machine strings with an empty item, a key
+#      twice, over 511 characters, rpn=0; -np not whole nodes; a reserve above the memory; more than 64 ranks on these
+#      cores (cpu); nothing fitting (rows, then exit 1 with its line); a full disk (16 KiB tmpfs in a mount namespace of
+#      its own) under --plan -tr and under a 2-rank traced run (one line, exit 1, nothing left on it); a rank's file name
+#      that is a directory (at start-up). About 9 s of the group.
 #   7. ZeRO++ (zero/zeropp.h) at stage 3, 4 ranks, two "hosts" (each rank in its own UTS namespace,
 #      ranks 0-1 and 2-3 sharing a hostname, so the engine splits its bytes by host as on two
 #      machines; MPI itself is unchanged), 3 steps of d2, -qw 1, -hp 2, -qg 1 -qbg 64 and all three
