@@ -130,6 +130,8 @@ if python3 -c "import matplotlib" 2>/dev/null; then
     check plot_timeline_png_is_an_image python3 -c "import sys; d=open(sys.argv[1],'rb').read(); sys.exit(0 if d[:8]==b'\x89PNG\r\n\x1a\n' and len(d)>10000 else 1)" "$ZT/z3.png"
     build/train_gpt2_z0 --plan h100 -e d2 -t 8 -b 4 -np 2 -tr "$ZT/pred.json" >/dev/null 2>&1
     check plot_timeline_png_of_predicted_step python3 scripts/plot_timeline.py "$ZT/pred.plan.stage3.json" --out "$ZT/pred.png"
+    check_fails plot_timeline_unwritable_merge_one_line "^error: --merge $ZT/none/all.json: cannot write it (No such file or directory)" \
+        python3 scripts/plot_timeline.py "$ZT/pred.plan.stage3.json" --merge "$ZT/none/all.json"
 else
     echo "SKIP plot_timeline: matplotlib not installed (scripts/setup.sh installs it)"
 fi
