@@ -21,6 +21,13 @@ typedef void (*PlanFillBuild)(PlanModel* pm, const ParamLayout* layout, PlanMach
 // --plan: print the plan for stages 0-3 and the ZeRO++ rows (-qw -hp -qg -qgb -qb -qbg: that row;
 // none: the usual ones, with -qb's and -qbg's blocks) and return the exit status (0; 1 on a bad flag or when no stage fits).
 static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
+    LauncherView launched = launcher_view(); // mpirun -np K --plan: K copies of one plan, racing for one -tr file
+    if (launched.tasks > 1) {
+        if (launched.task <= 0)
+            fprintf(stderr, "error: --plan: started as %d tasks (%s); expected one process (a plan starts no rank: -np N plans N)\n",
+                    launched.tasks, launched.tasks_var);
+        return 1;
+    }
     GPT2Config cfg;
     if (gpt2_config_from_descriptor(a->init, &cfg) != 0) {
         const char* init = a->init;
