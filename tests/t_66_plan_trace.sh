@@ -209,6 +209,7 @@ one_error plan_machine_too_long_refused "^error: --plan h100,inter_gbit=1+\.\.\.
 one_error plan_machine_rpn0_refused "^error: --plan h100,rpn=0: rpn=0 is no ranks per node" "${PLAN[@]}" --plan h100,rpn=0 -np 64
 one_error plan_np_not_whole_nodes_refused "^error: -np 12: not whole nodes of 8 ranks; expected a multiple of 8" "${PLAN[@]}" --plan h100 -np 12
 one_error plan_reserve_above_memory_refused "^error: --plan: the reserve, 1000.00 GiB, leaves none of the 74.51 GiB" "${PLAN[@]}" --plan h100,reserve_gib=1000 -np 8
+one_error plan_model_file_is_directory_refused "^error: $ZT: cannot read model file \(Is a directory\)" build/train_gpt2_z0 -e "$ZT" -t 8 --plan h100 -np 2
 one_error plan_under_mpirun_refused "^error: --plan: started as 2 tasks \(OMPI_COMM_WORLD_SIZE\); expected one process" "${MPIRUN[@]}" -np 2 "${PLAN[@]}" --plan h100 -np 8
 one_error plan_cpu_too_many_ranks_sharing_refused "^error: --plan cpu: 100000 ranks would share this machine's [0-9]+ cores; expected at most 64" "${PLAN[@]}" --plan cpu -np 100000
 # Nothing fits: the rows are the answer, exit 1 has its one error line.
