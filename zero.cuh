@@ -31,6 +31,8 @@
  *   zero/plan_comm.h    the planner's ring collective times (alpha-beta model)
  *   zero/plan_zeropp.h  the planner's ZeRO++ rows: zero/zeropp.h's formulas for any world, its collectives' times
  *   zero/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
+ *   zero/plan_offload.h the planner's offload rows (-zo, -zp): device/host/NVMe bytes from zero/offload.h's
+ *                       functions, the NVMe stream and host<->device copies simulated beside the schedule
  *   zero/plan.h         the planner (--plan): every stage's bytes and step time for any N, the table
  *   zero/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
  *   zero/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
@@ -170,6 +172,7 @@ typedef float ZeroFloat;
 #include "zero/plan_comm.h"
 #include "zero/plan_zeropp.h"
 #include "zero/plan_schedule.h"
+#include "zero/plan_offload.h"
 #include "zero/plan.h"
 #if ZERO_GPU_BUILD
 #include "zero/comm_gpu.cuh"

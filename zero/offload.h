@@ -85,53 +85,56 @@ static uint64_t zero_region_offset(const ZeroEngine* z, int unit, int region) {
 
 // Pieces of a unit: its regions cut into ZERO_OFFLOAD_PIECE elements, so that the staging slots
 // stay small whatever the unit's size (1 when nothing is on NVMe: the whole owned slice).
-static int zero_offload_unit_pieces(const ZeroEngine* z, int unit) {
-    if (!z->offload.active) return 1;
-    size_t shard = z->layout->units[unit].shard_numel;
-    return (int)((shard + z->offload.piece - 1) / z->offload.piece);
+static int zero_offload_pieces_of(const ZeroOffload* o, const ParamLayout* layout, int unit) {
+    if (!o->active) return 1;
+    size_t shard = layout->units[unit].shard_numel;
+    return (int)((shard + o->piece - 1) / o->piece);
 }
+static int zero_offload_unit_pieces(const ZeroEngine* z, int unit) { return zero_offload_pieces_of(&z->offload, z->layout, unit); }
 
 // Elements [*lo, *hi) of the unit's owned slice that piece k covers.
+static void zero_offload_piece_range_of(const ZeroOffload* o, const ParamLayout* layout, int unit, int k, size_t* lo, size_t* hi) {
+    size_t shard = layout->units[unit].shard_numel;
+    if (!o->active) { *lo = 0; *hi = shard; return; }
+    *lo = (size_t)k * o->piece;
+    *hi = *lo + o->piece < shard ? *lo + o->piece : shard;
+}
 static void zero_offload_piece_range(const ZeroEngine* z, int unit, int k, size_t* lo, size_t* hi) {
-    size_t shard = z->layout->units[unit].shard_numel;
-    if (!z->offload.active) { *lo = 0; *hi = shard; return; }
-    *lo = (size_t)k * z->offload.piece;
-    *hi = *lo + z->offload.piece < shard ? *lo + z->offload.piece : shard;
+    zero_offload_piece_range_of(&z->offload, z->layout, unit, k, lo, hi);
 }
 
 // Bytes of piece k of a region in the file (its elements, the last piece up to the region's rounded end).
-static size_t zero_piece_bytes(const ZeroEngine* z, int unit, int region, int k) {
-    size_t stride = z->offload.piece * zero_region_elem_bytes(region), region_bytes = *zero_region_bytes(z, unit, region);
+static size_t zero_piece_bytes_of(const ZeroOffload* o, int unit, int region, int k) {
+    size_t stride = o->piece * zero_region_elem_bytes(region), region_bytes = o->region_bytes[(size_t)unit * ZERO_NUM_REGIONS + region];
     size_t at = (size_t)k * stride;
     return region_bytes - at < stride ? region_bytes - at : stride;
 }
+static size_t zero_piece_bytes(const ZeroEngine* z, int unit, int region, int k) { return zero_piece_bytes_of(&z->offload, unit, region, k); }
 
 static uint64_t* zero_piece_checksum(const ZeroEngine* z, int unit, int k, int region) {
     return &z->offload.checksum[(size_t)(z->offload.piece_first[unit] + k) * ZERO_NUM_REGIONS + region];
 }
 
 /*
- * Decide what lives on NVMe and lay out the file (no I/O yet): called by zero_init before it
- * allocates the state, which then leaves out what is placed on NVMe.
+ * What lives on NVMe for these placements and the file's layout at `layout` (each unit's regions,
+ * pieces, the staging slots and bounce buffers), no I/O, no engine: zero_offload_setup (the
+ * engine) and the planner (zero/plan_offload.h) both size the file, the staging and the bytes per
+ * step from this. zero_offload_layout_free releases its tables.
  */
-static void zero_offload_setup(ZeroEngine* z, const ZeroOffloadArgs* a) {
-    ZeroOffload* o = &z->offload;
+static void zero_offload_layout(ZeroOffload* o, const ParamLayout* layout, int optimizer, int params) {
     memset(o, 0, sizeof(*o));
     o->fd = -1;
-    if (a == NULL) return;
-    o->optimizer = a->optimizer;
-    o->params = a->params;
-    o->on_nvme[ZERO_REGION_M] = o->on_nvme[ZERO_REGION_V] = a->optimizer == ZERO_PLACE_NVME;
-    o->on_nvme[ZERO_REGION_MASTER] = ZERO_HAS_MASTER && a->optimizer == ZERO_PLACE_NVME;
-    o->on_nvme[ZERO_REGION_PARAMS] = a->params == ZERO_PLACE_NVME;
+    o->optimizer = optimizer;
+    o->params = params;
+    o->on_nvme[ZERO_REGION_M] = o->on_nvme[ZERO_REGION_V] = optimizer == ZERO_PLACE_NVME;
+    o->on_nvme[ZERO_REGION_MASTER] = ZERO_HAS_MASTER && optimizer == ZERO_PLACE_NVME;
+    o->on_nvme[ZERO_REGION_PARAMS] = params == ZERO_PLACE_NVME;
     for (int r = 0; r < ZERO_NUM_REGIONS; r++) o->active |= o->on_nvme[r];
     if (!o->active) return;
-    snprintf(o->dir, sizeof(o->dir), "%s", a->dir);
     // Tests only: ZERO_TEST_OFFLOAD_PIECE=n (a multiple of 1024) cuts small models into many pieces.
     const char* piece = getenv("ZERO_TEST_OFFLOAD_PIECE");
     o->piece = piece ? (size_t)atol(piece) : ZERO_OFFLOAD_PIECE;
     if (o->piece == 0 || o->piece % 1024 != 0) { fprintf(stderr, "error: ZERO_TEST_OFFLOAD_PIECE=%s: expected a positive multiple of 1024\n", piece); exit(1); }
-    const ParamLayout* layout = z->layout;
     int n = layout->num_units;
     o->region_bytes = (size_t*)zero_calloc((size_t)n * ZERO_NUM_REGIONS, sizeof(size_t), "offload regions");
     o->unit_offset = (uint64_t*)zero_calloc((size_t)n, sizeof(uint64_t), "offload offsets");
@@ -143,25 +146,44 @@ static void zero_offload_setup(ZeroEngine* z, const ZeroOffloadArgs* a) {
     for (int u = 0; u < n; u++) {
         o->unit_offset[u] = o->file_bytes;
         o->piece_first[u] = o->num_pieces;
-        o->num_pieces += zero_offload_unit_pieces(z, u);
+        o->num_pieces += zero_offload_pieces_of(o, layout, u);
         for (int r = 0; r < ZERO_NUM_REGIONS; r++) {
             if (!o->on_nvme[r]) continue;
             size_t b = nvme_round(layout->units[u].shard_numel * zero_region_elem_bytes(r));
-            *zero_region_bytes(z, u, r) = b;
+            o->region_bytes[(size_t)u * ZERO_NUM_REGIONS + r] = b;
             o->file_bytes += b;
             if (r == ZERO_REGION_PARAMS && b > o->bounce_bytes) o->bounce_bytes = b;
         }
     }
+}
+
+static void zero_offload_layout_free(ZeroOffload* o) {
+    free(o->region_bytes); free(o->unit_offset); free(o->piece_first);
+    o->region_bytes = NULL; o->unit_offset = NULL; o->piece_first = NULL;
+}
+
+/*
+ * Decide what lives on NVMe and lay out the file (no I/O yet): called by zero_init before it
+ * allocates the state, which then leaves out what is placed on NVMe.
+ */
+static void zero_offload_setup(ZeroEngine* z, const ZeroOffloadArgs* a) {
+    ZeroOffload* o = &z->offload;
+    memset(o, 0, sizeof(*o));
+    o->fd = -1;
+    if (a == NULL) return;
+    zero_offload_layout(o, z->layout, a->optimizer, a->params);
+    if (!o->active) return;
+    snprintf(o->dir, sizeof(o->dir), "%s", a->dir);
     o->checksum = (uint64_t*)zero_calloc((size_t)o->num_pieces * ZERO_NUM_REGIONS, sizeof(uint64_t), "offload checksums");
     snprintf(o->path, sizeof(o->path), "%s/zero_offload_%ld_r%d_of_%d.bin", o->dir, (long)getpid(), z->rank, z->world_size);
 }
 
 // Host bytes the offload path keeps for staging (counted as working memory).
-static size_t zero_offload_staging_bytes(const ZeroEngine* z) {
-    const ZeroOffload* o = &z->offload;
+static size_t zero_offload_staging_bytes_of(const ZeroOffload* o) {
     if (!o->active) return 0;
     return ZERO_OFFLOAD_SLOTS * o->slot_bytes + 2 * o->bounce_bytes;
 }
+static size_t zero_offload_staging_bytes(const ZeroEngine* z) { return zero_offload_staging_bytes_of(&z->offload); }
 
 /*
  * Create and preallocate this rank's offload file, start the I/O engine, allocate the staging
@@ -439,7 +461,8 @@ static void zero_offload_free(ZeroEngine* z) {
         unlink(o->path);
         zero_faults_remove_at_end(NULL);
     }
-    free(o->region_bytes); free(o->checksum); free(o->unit_offset); free(o->piece_first);
+    zero_offload_layout_free(o);
+    free(o->checksum);
     memset(o, 0, sizeof(*o));
 }
 
@@ -448,19 +471,36 @@ static void zero_offload_free(ZeroEngine* z) {
 // NVMe bytes read and written per optimizer step with A micro-steps, from the region table: the
 // optimizer reads and writes every unit's regions once; stage 3 with -zp nvme also reads each
 // parameter shard before each all-gather (2 per micro-step, 3 for wte's units).
-static void zero_offload_step_bytes(const ZeroEngine* z, int grad_accum_steps, long long* read, long long* written) {
-    const ZeroOffload* o = &z->offload;
+static void zero_offload_step_bytes_of(const ZeroOffload* o, const ParamLayout* layout, int grad_accum_steps, long long* read,
+                                       long long* written) {
     *read = *written = 0;
     if (!o->active) return;
-    for (int u = 0; u < z->layout->num_units; u++) {
+    for (int u = 0; u < layout->num_units; u++) {
         long long unit_bytes = 0;
-        for (int r = 0; r < ZERO_NUM_REGIONS; r++) unit_bytes += (long long)*zero_region_bytes(z, u, r);
+        for (int r = 0; r < ZERO_NUM_REGIONS; r++) unit_bytes += (long long)o->region_bytes[(size_t)u * ZERO_NUM_REGIONS + r];
         *read += unit_bytes;
         *written += unit_bytes;
         int is_wte = 0;
-        for (int k = 0; k < z->layout->num_wte_units; k++) is_wte |= wte_unit(z->layout, k) == u;
-        *read += (long long)grad_accum_steps * (is_wte ? 3 : 2) * (long long)*zero_region_bytes(z, u, ZERO_REGION_PARAMS);
+        for (int k = 0; k < layout->num_wte_units; k++) is_wte |= wte_unit(layout, k) == u;
+        *read += (long long)grad_accum_steps * (is_wte ? 3 : 2) * (long long)o->region_bytes[(size_t)u * ZERO_NUM_REGIONS + ZERO_REGION_PARAMS];
     }
+}
+static void zero_offload_step_bytes(const ZeroEngine* z, int grad_accum_steps, long long* read, long long* written) {
+    zero_offload_step_bytes_of(&z->offload, z->layout, grad_accum_steps, read, written);
+}
+
+/*
+ * GPU build, -zo cpu|nvme: host<->device bytes per step (Ψ padded, E = wte's elements, A
+ * micro-steps, N ranks): down, each unit's fp32 gradient slice once, 4Ψ/N; up, each unit's
+ * updated bf16 slice, 2Ψ/N, or with -zp (the shard rests off the device) its slice before each
+ * stage-3 all-gather, 2 per micro-step and 3 for wte's units: (4AΨ + 2AE)/N. The start-up line
+ * prints it (t_67 checks the copies counted against it) and the planner plans with it.
+ */
+static void zero_offload_copy_bytes_formula(size_t psi, size_t N, size_t e, int grad_accum_steps, int params_off, long long* down,
+                                            long long* up) {
+    long long A = grad_accum_steps;
+    *down = (long long)(4 * (psi / N));
+    *up = params_off ? 2LL * (2LL * A * (long long)(psi / N) + A * (long long)(e / N)) : (long long)(2 * (psi / N));
 }
 
 // The step line's and the log's NVMe fields for the step just done (empty without NVMe).
@@ -506,8 +546,9 @@ static const char* zero_offload_config_fields(const ZeroEngine* z, int grad_accu
     state = nvme; // bytes_ram is not a GPU build's figure: log 0
 #endif
     snprintf(buf, cap, "\"offload_optimizer\":\"%s\",\"offload_params\":\"%s\",\"bytes_ram\":%zu,\"bytes_nvme\":%zu,"
-             "\"nvme_read_per_step\":%lld,\"nvme_written_per_step\":%lld,",
-             zero_placement_names[o->optimizer], zero_placement_names[o->params], state - nvme, nvme, read, written);
+             "\"nvme_file_bytes\":%zu,\"offload_staging_bytes\":%zu,\"nvme_read_per_step\":%lld,\"nvme_written_per_step\":%lld,",
+             zero_placement_names[o->optimizer], zero_placement_names[o->params], state - nvme, nvme, o->file_bytes,
+             zero_offload_staging_bytes(z), read, written);
     return buf;
 }
 
