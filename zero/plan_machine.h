@@ -41,6 +41,7 @@ typedef struct {
     // the host's streaming rate one rank's host AdamW and checksums get (bytes/s; cpu: 0, the
     // trainer's measured optimizer and checksum), the host's memory (bytes per node; cpu: memory).
     double nvme_read_bw, nvme_write_bw, pcie_bw, pcie_eff, host_bw, host_memory;
+    int nvme_given;        // nvme_read_gbs or nvme_write_gbs given (cpu: else measured in -zd when given)
 } PlanMachine;
 
 /*
@@ -180,8 +181,8 @@ static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
         else if (strcmp(tok, "threads") == 0) m->threads_per_rank = (int)v;
         else if (strcmp(tok, "hosts_here") == 0) m->hosts_here = (int)v;
         else if (strcmp(tok, "quant_gbs") == 0) m->quant_bw = v * 1e9;
-        else if (strcmp(tok, "nvme_read_gbs") == 0) m->nvme_read_bw = v * 1e9;
-        else if (strcmp(tok, "nvme_write_gbs") == 0) m->nvme_write_bw = v * 1e9;
+        else if (strcmp(tok, "nvme_read_gbs") == 0) { m->nvme_read_bw = v * 1e9; m->nvme_given = 1; }
+        else if (strcmp(tok, "nvme_write_gbs") == 0) { m->nvme_write_bw = v * 1e9; m->nvme_given = 1; }
         else if (strcmp(tok, "pcie_gbs") == 0) m->pcie_bw = v * 1e9;
         else if (strcmp(tok, "pcie_eff") == 0) m->pcie_eff = v;
         else if (strcmp(tok, "host_gbs") == 0) m->host_bw = v * 1e9;

@@ -165,7 +165,7 @@ static int plan_off_gather(PlanSim* s, PlanSlot* w, int unit) {
     size_t n = plan_unit_numel(s, unit), shard = s->layout->units[unit].shard_numel;
     double ring = plan_ring_seconds(s->net, n, s->net->N - 1, 0);
     long long elements = zero_ring_all_gather_elements(n, s->net->N);
-    double region = (double)off->o.region_bytes[(size_t)unit * ZERO_NUM_REGIONS + ZERO_REGION_PARAMS];
+    double region = off->o.active ? (double)off->o.region_bytes[(size_t)unit * ZERO_NUM_REGIONS + ZERO_REGION_PARAMS] : 0.0;
     if (!off->params_off) { // CPU build: -zp cpu is RAM; -zp nvme reads the shard, gathered at the next engine call
         if (off->params != ZERO_PLACE_NVME) return 0;
         int pending = 0;
@@ -303,6 +303,49 @@ static void plan_offload_free(PlanOffload* off) {
     free(off->piece_unit); free(off->piece_bytes); free(off->piece_elements);
 }
 
+/*
+ * The disk under dir, measured as the optimizer's stream uses it (cpu, -zd given, no nvme_*_gbs):
+ * a scratch file of `bytes` (4 MiB requests, 2 in flight, O_DIRECT where granted, through
+ * zero/nvme_io.h's io_uring engine), written once into its fallocated extents (as a run's first
+ * step), then timed rewriting it (every later step's write-back) and reading it. About 3 x bytes
+ * of I/O. Returns 0 with the rates (bytes/s) and the time taken, -1 if the file cannot be made.
+ */
+static int plan_offload_measure_disk(const char* dir, size_t bytes, double* read_bw, double* write_bw, double* seconds) {
+    char path[4400];
+    snprintf(path, sizeof(path), "%s/zero_plan_probe_%ld.bin", dir, (long)getpid());
+    int direct = 0, fd = nvme_open(path, &direct);
+    if (fd < 0) return -1;
+    size_t req = (size_t)4 << 20;
+    bytes = bytes < 2 * req ? 2 * req : bytes / req * req;
+    if (posix_fallocate(fd, 0, (off_t)bytes) != 0) { close(fd); unlink(path); return -1; }
+    char* buf[2] = {(char*)nvme_alloc(req, "plan disk probe"), (char*)nvme_alloc(req, "plan disk probe")};
+    NvmeIO io;
+    memset(&io, 0, sizeof(io));
+    nvme_io_init(&io, NVME_BACKEND_URING);
+    NvmeRequest r[2];
+    memset(r, 0, sizeof(r));
+    double t[3], begin = zero_clock();
+    int error = 0;
+    for (int pass = 0; pass < 3 && !error; pass++) { // 0: the first write, 1: the rewrite, 2: the read
+        double t0 = zero_clock();
+        for (size_t at = 0, i = 0; at < bytes && !error; at += req, i++) {
+            error |= nvme_wait(&io, &r[i % 2]);
+            nvme_submit(&io, &r[i % 2], pass == 2 ? NVME_READ : NVME_WRITE, fd, buf[i % 2], req, at);
+        }
+        for (int k = 0; k < 2; k++) error |= nvme_wait(&io, &r[k]);
+        t[pass] = zero_clock() - t0;
+    }
+    nvme_io_free(&io);
+    close(fd);
+    unlink(path);
+    free(buf[0]); free(buf[1]);
+    if (error) return -1;
+    *write_bw = (double)bytes / t[1];
+    *read_bw = (double)bytes / t[2];
+    *seconds = zero_clock() - begin;
+    return 0;
+}
+
 // nvme_checksum's rate on this host (bytes/s): best of 5 passes over 4 MiB (a few ms).
 static double plan_offload_checksum_rate(void) {
     size_t n = (size_t)4 << 20;
@@ -338,11 +381,21 @@ static void plan_print_offload(const PlanModel* pm, const PlanMachine* m, const 
     double disk_free = -1.0;
     struct statvfs vfs;
     if (f->dir != NULL && statvfs(f->dir, &vfs) == 0) disk_free = (double)vfs.f_bavail * vfs.f_frsize;
+    PlanMachine mm = *m; // cpu with -zd: the disk's rates measured there now (a scratch file of 32 MiB)
+    char disk_how[160];
+    snprintf(disk_how, sizeof(disk_how), "%s", cpu ? "dev/bench/nvme_bench.sh's io_uring depth-2 read and rewrite on this machine" :
+             m->nvme_given ? "given" : "assumed");
+    double probe_s = 0.0;
+    if (cpu && !pm->has_master && f->dir != NULL && !m->nvme_given &&
+        plan_offload_measure_disk(f->dir, (size_t)32 << 20, &mm.nvme_read_bw, &mm.nvme_write_bw, &probe_s) == 0)
+        snprintf(disk_how, sizeof(disk_how), "measured now in -zd: 32 MiB rewritten and read, 4 MiB requests at depth 2, %.2f s", probe_s);
+    if (m->nvme_given) snprintf(disk_how, sizeof(disk_how), "given");
+    m = &mm;
     char buf[10][32];
-    fprintf(out, "plan: offload -zo %s -zp %s%s%s: NVMe %.3f GB/s read, %.3f GB/s write per rank (%s per node, %d rank%s sharing it)%s",
+    fprintf(out, "plan: offload -zo %s -zp %s%s%s: NVMe %.3f GB/s read, %.3f GB/s write per rank (the node's rates %s; %d rank%s sharing them)%s",
             zero_placement_names[f->optimizer], zero_placement_names[f->params], f->dir ? " -zd " : "", f->dir ? f->dir : "",
             m->nvme_read_bw / disk_ranks / 1e9, m->nvme_write_bw / disk_ranks / 1e9,
-            cpu ? "dev/bench/nvme_bench.sh's io_uring depth-2 read and rewrite on this machine" : "assumed", disk_ranks, disk_ranks > 1 ? "s" : "",
+            disk_how, disk_ranks, disk_ranks > 1 ? "s" : "",
             pm->has_master ? "" : "; the host is the device: AdamW at the measured optimizer rate");
     if (pm->has_master)
         fprintf(out, "; host<->device %.1f GB/s (PCIe %.1f GB/s nominal x %.2f, assumed); host AdamW at %.1f GB/s (32 bytes per parameter, assumed)",
