@@ -38,8 +38,9 @@ typedef struct {
     double op_layer_fwd_s, op_layer_bwd_s, op_head_fwd_s, op_head_bwd_s, op_optimizer_s, op_zero_grads_s;
     // Offload (zero/plan_offload.h): the node's NVMe read and write rates (bytes/s, shared by its
     // ranks), host<->device per GPU (bytes/s per direction, nominal, and the fraction achieved),
-    // the host's streaming rate one rank's host AdamW and checksums get (bytes/s; cpu: 0, the
-    // trainer's measured optimizer and checksum), the host's memory (bytes per node; cpu: memory).
+    // the host's streaming rate for host AdamW and checksums (bytes/s per node, shared by its
+    // ranks; cpu: 0, the trainer's measured optimizer and checksum), the host's memory (bytes per
+    // node; cpu: memory).
     double nvme_read_bw, nvme_write_bw, pcie_bw, pcie_eff, host_bw, host_memory;
     int nvme_given;        // nvme_read_gbs or nvme_write_gbs given (cpu: else measured in -zd when given)
 } PlanMachine;
@@ -61,9 +62,10 @@ typedef struct {
  * at hand), element-wise kernels at 0.8 of the memory bandwidth (assumed).
  * Offload (assumptions, each overridable): h100/h200 nodes as a DGX H100's, 8 PCIe Gen4 NVMe data
  * drives per node at 6.5 GB/s read and 3.5 GB/s write each (datacenter Gen4 drives' datasheet
- * class), PCIe Gen5 x16 per GPU, 63 GB/s per direction nominal at an assumed 0.8, 2 TiB of host
- * memory per node, and 25 GB/s of the host's memory rate per rank for host AdamW (two sockets'
- * DDR5 shared by 8 ranks, about half of it achieved: assumed). cpu: this machine's virtio disk as
+ * class; striped, so one rank alone gets all 8), PCIe Gen5 x16 per GPU, 63 GB/s per direction
+ * nominal at an assumed 0.8, 2 TiB of host memory per node, and 200 GB/s of host memory rate per
+ * node for host AdamW, shared by its ranks (two sockets of 8-channel DDR5-4800, 2 x 307 GB/s
+ * nominal, about a third achieved by a streaming update: assumed). cpu: this machine's virtio disk as
  * dev/bench/nvme_bench.sh measured it at the optimizer stream's depth 2 with io_uring (README:
  * 281 MB/s read, 218 MB/s rewrite), one disk shared by the host's ranks.
  */
@@ -86,7 +88,7 @@ static int plan_machine_preset(const char* name, PlanMachine* m) {
         m->nvme_write_bw = 8 * 3.5e9;
         m->pcie_bw = 63e9;
         m->pcie_eff = 0.8;
-        m->host_bw = 25e9;
+        m->host_bw = 200e9;
         m->host_memory = 2048.0 * 1073741824.0;
         return 0;
     }
@@ -116,7 +118,7 @@ static int plan_machine_preset(const char* name, PlanMachine* m) {
  * rate), cores (per node), threads (per rank), hosts_here (cpu: how many of the nodes are
  * simulated on this machine, sharing its cores: tests/cluster.sh), quant_gbs (ZeRO++'s
  * quantize and dequantize passes, GB/s streamed), offload's nvme_read_gbs and nvme_write_gbs (GB/s
- * per node), pcie_gbs (GB/s per GPU and direction), pcie_eff, host_gbs (GB/s per rank, host AdamW)
+ * per node), pcie_gbs (GB/s per GPU and direction), pcie_eff, host_gbs (GB/s per node, host AdamW)
  * and host_gib (host memory per node). Returns 0, or -1 after
  * printing the error line.
  */

@@ -246,7 +246,7 @@ static void plan_off_sim_end(PlanSim* s, PlanStep* r) {
  * bytes/s of nvme_checksum). plan_offload_free releases it.
  */
 static void plan_offload_init(PlanOffload* off, const PlanModel* pm, const ParamLayout* layout, const PlanMachine* m, int stage,
-                              int optimizer, int params, int disk_ranks, double checksum_bw) {
+                              int optimizer, int params, int disk_ranks, int host_ranks, double checksum_bw) {
     memset(off, 0, sizeof(*off));
     off->stage = stage;
     off->optimizer = optimizer;
@@ -272,7 +272,7 @@ static void plan_offload_init(PlanOffload* off, const PlanModel* pm, const Param
         zero_offload_copy_bytes_formula(layout->padded_numel, (size_t)pm->world_size, zero_embedding_numel(layout), pm->grad_accum_steps,
                                         off->params_off, &off->down, &off->up);
     off->copy_bw = m->pcie_bw * m->pcie_eff;
-    off->host_update_s = 32.0 / m->host_bw; // adamw_update_mixed: p (bf16), master, g, m, v read, p, master, m, v written
+    off->host_update_s = 32.0 * host_ranks / m->host_bw; // adamw_update_mixed: p (bf16), master, g, m, v read, p, master, m, v written
 #else // the host is the device: RAM holds what is not on NVMe, the working units and the staging
     off->nvme_state = (params == ZERO_PLACE_NVME ? b.params : 0) + (optimizer == ZERO_PLACE_NVME ? b.optimizer : 0);
     off->engine_ram = b.params + b.grads + b.optimizer - off->nvme_state;
@@ -376,7 +376,7 @@ static void plan_print_offload(const PlanModel* pm, const PlanMachine* m, const 
     long long tokens = (long long)pm->B * pm->T * N * A;
     int hosts = m->hosts_here > 0 ? m->hosts_here : 1, cpu = m->cores > 0;
     int disk_ranks = cpu ? (rpn * hosts < N ? rpn * hosts : N) : rpn; // cpu: the ranks on this machine share its one disk
-    double checksum_bw = pm->has_master ? m->host_bw : plan_offload_checksum_rate() * (m->mem_bw > 0 && mem_bw < m->mem_bw ? mem_bw / m->mem_bw : 1.0);
+    double checksum_bw = pm->has_master ? m->host_bw / rpn : plan_offload_checksum_rate() * (m->mem_bw > 0 && mem_bw < m->mem_bw ? mem_bw / m->mem_bw : 1.0);
     double host_budget = (m->host_memory > 0 ? m->host_memory : m->memory) / rpn;
     double disk_free = -1.0;
     struct statvfs vfs;
@@ -398,8 +398,9 @@ static void plan_print_offload(const PlanModel* pm, const PlanMachine* m, const 
             disk_how, disk_ranks, disk_ranks > 1 ? "s" : "",
             pm->has_master ? "" : "; the host is the device: AdamW at the measured optimizer rate");
     if (pm->has_master)
-        fprintf(out, "; host<->device %.1f GB/s (PCIe %.1f GB/s nominal x %.2f, assumed); host AdamW at %.1f GB/s (32 bytes per parameter, assumed)",
-                m->pcie_bw * m->pcie_eff / 1e9, m->pcie_bw / 1e9, m->pcie_eff, m->host_bw / 1e9);
+        fprintf(out, "; host<->device %.1f GB/s (PCIe %.1f GB/s nominal x %.2f, assumed); host AdamW at %.1f GB/s per rank (32 bytes per "
+                "parameter; the node's %.0f GB/s, assumed, shared by %d)",
+                m->pcie_bw * m->pcie_eff / 1e9, m->pcie_bw / 1e9, m->pcie_eff, m->host_bw / rpn / 1e9, m->host_bw / 1e9, rpn);
     fprintf(out, "; checksums %.1f GB/s (%s); the free space in -zd: %s\n", checksum_bw / 1e9, pm->has_master ? "the host rate" : "measured now",
             disk_free >= 0 ? plan_gib(disk_free, buf[0], 32) : "not known (no -zd)");
     fprintf(out, "%-5s | %-22s | %-10s | %-10s | %-10s | %-9s | %-4s | %-21s | %-21s | %9s | %9s | %10s | %9s | %9s | %10s | %6s\n", "stage",
@@ -411,7 +412,7 @@ static void plan_print_offload(const PlanModel* pm, const PlanMachine* m, const 
         ZeroOffloadArgs a = {f->optimizer, f->params, f->dir ? f->dir : nvme ? "(none: a plan)" : NULL};
         if ((f->stage >= 0 && stage != f->stage) || zero_offload_check_args(&a, stage, err, sizeof(err)) != 0) continue;
         PlanOffload off;
-        plan_offload_init(&off, pm, layout, m, stage, f->optimizer, f->params, disk_ranks, checksum_bw);
+        plan_offload_init(&off, pm, layout, m, stage, f->optimizer, f->params, disk_ranks, rpn, checksum_bw);
         double shard_add = !pm->has_master ? 3.0 * e : 0.0;
         size_t tied = zero_tied_rows_numel(stage, N, (size_t)pm->B * pm->T, (size_t)pm->T, pm->config->channels, pm->has_master);
         PlanStep st = plan_simulate(stage, layout, net, tm, A, shard_add, mem_bw, tied, NULL, &off, NULL, 0, NULL);
