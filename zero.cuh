@@ -18,7 +18,9 @@
  *   zero/run_lock.h     one output dir, one run: the lock
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
  *   zero/offload.h      ZeRO-Offload / ZeRO-Infinity: optimizer state and parameter shard on the
- *                       host or on NVMe (-zo, -zp, -zd), their file regions, staging and formulas
+ *                       host or on NVMe (-zo, -zp, -zd), their file regions, staging, the NVMe stream
+ *   zero/offload_accounting.h offload's bytes per rank and per step (NVMe, host<->device), printed
+ *                       beside the formulas
  *   zero/zeropp.h       ZeRO++ (CPU build; flags and formulas for both): int8 forward all-gather
  *                       (qwZ), secondary shard for backward within a host (hpZ), int4 two-level
  *                       gradient all-to-all (qgZ)
@@ -162,6 +164,7 @@ typedef float ZeroFloat;
 #include "zero/run_lock.h"
 #include "zero/work_units.h"
 #include "zero/offload.h"
+#include "zero/offload_accounting.h"
 #include "zero/zeropp.h"
 #include "zero/tied_rows_cpu.h"
 #include "zero/engine_cpu.h"
