@@ -22,8 +22,8 @@ trap 'rm -rf "$W"' EXIT
 NV=${OFFLOAD_DIR:-$W/nvme}; mkdir -p "$NV"
 python3 tests/markov_shards.py "$W" 3000 400000 8000 1234
 echo "offload files in $NV ($(df -h --output=source,fstype "$NV" | tail -1 | tr -s ' ')); $(nproc) cores; machine $machine"
-printf "%-5s %-24s %-3s %-4s | %12s %12s %7s | %12s %12s | %12s %12s | %s\n" model "stage, placement" N thr "pred step" "meas step" gap \
-    "pred io exp" "meas io wait" "pred plain" "meas plain" "load (1 5 15 min)"
+printf "%-5s %-24s %-3s %-4s | %12s %12s %7s | %12s %12s | %12s %12s | %s | %s\n" model "stage, placement" N thr "pred step" "meas step" gap \
+    "pred io exp" "meas io wait" "pred plain" "meas plain" "disk r/w per rank" "load (1 5 15 min)"
 IFS=';' read -r -a cfgs <<<"$configs"
 mean_ms() { python3 -c 'import json,sys; t=[r["ms"] for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "train" and r["step"] >= 2]; print(f"{sum(t)/len(t):.1f}")' "$1/log.jsonl"; }
 for model in $models; do for n in $ns; do for cfg in "${cfgs[@]}"; do
@@ -51,6 +51,7 @@ ms = sum(r["ms"] for r in train) / len(train)
 io = sum(r.get("io_wait_ms", 0.0) for r in train) / len(train)
 label = f"{stage} {flags}"
 print(f"{model:<5} {label:<24} {n:<3} {thr:<4} | {row['step_ms']:9.1f} ms {ms:9.1f} ms {100 * (row['step_ms'] - ms) / ms:+6.0f}% | "
-      f"{row['io_exposed_ms']:9.1f} ms {io:9.1f} ms | {row['plain_step_ms']:9.1f} ms {plain:>12} | {load}")
+      f"{row['io_exposed_ms']:9.1f} ms {io:9.1f} ms | {row['plain_step_ms']:9.1f} ms {plain:>12} | "
+      f"{1e3 * row['nvme_read_gbs']:.0f}/{1e3 * row['nvme_write_gbs']:.0f} MB/s | {load}")
 PY
 done; done; done
