@@ -656,9 +656,15 @@ static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine
     }
     // First the ranks at once (forked: before this process runs an OpenMP region), then one alone.
     MeasureRankRates shared;
-    int measured_shared = sharing > 1 && m->peak_flops == 0.0 && m->mem_bw == 0.0 &&
-                          measure_rank_rates(sharing, threads, rows, c->channels, c->padded_vocab_size, R, c->num_layers,
-                                             ZERO_PROGRESS_POLL_US, &shared) == 0;
+    int measure = sharing > 1 && m->peak_flops == 0.0 && m->mem_bw == 0.0;
+    if (measure && sharing > MEASURE_MAX_RANKS) { // fewer measured would give each rank too large a share of the cores
+        fprintf(stderr, "error: --plan cpu: %d ranks would share this machine's %ld cores; expected at most %d (rpn=K: nodes of K ranks, "
+                "hosts_here=H of them here)\n", sharing, cores, MEASURE_MAX_RANKS);
+        exit(1);
+    }
+    int measured_shared = measure && measure_rank_rates(sharing, threads, rows, c->channels, c->padded_vocab_size, R, c->num_layers,
+                                                        ZERO_PROGRESS_POLL_US, &shared) == 0;
+    if (measure && !measured_shared) exit(1); // its error line is printed; rates measured alone would be too fast
     if (measured_shared) {
         m->rank_flops = shared.flops_min; // the slowest rank's: the step waits for it
         m->rank_mem_bw = shared.bw_min;

@@ -80,7 +80,10 @@ static void model_file_read_header(const char* path, GPT2Config* cfg, int* versi
     }
     int header[MODEL_HEADER_INTS];
     if (fread(header, sizeof(int), MODEL_HEADER_INTS, f) != MODEL_HEADER_INTS) {
-        fprintf(stderr, "error: %s: file shorter than the 1024-byte header; expected an llm.c model file\n", path);
+        if (ferror(f)) // a directory opens, then reads EISDIR
+            fprintf(stderr, "error: %s: cannot read model file (%s); expected an llm.c model file\n", path, strerror(errno));
+        else
+            fprintf(stderr, "error: %s: file shorter than the 1024-byte header; expected an llm.c model file\n", path);
         exit(1);
     }
     if (header[0] != MODEL_FILE_MAGIC) {

@@ -21,6 +21,13 @@ typedef void (*PlanFillBuild)(PlanModel* pm, const ParamLayout* layout, PlanMach
 // --plan: print the plan for stages 0-3 and the ZeRO++ rows (-qw -hp -qg -qgb -qb -qbg: that row;
 // none: the usual ones, with -qb's and -qbg's blocks) and return the exit status (0; 1 on a bad flag or when no stage fits).
 static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
+    LauncherView launched = launcher_view(); // mpirun -np K --plan: K copies of one plan, racing for one -tr file
+    if (launched.tasks > 1) {
+        if (launched.task <= 0)
+            fprintf(stderr, "error: --plan: started as %d tasks (%s); expected one process (a plan starts no rank: -np N plans N)\n",
+                    launched.tasks, launched.tasks_var);
+        return 1;
+    }
     GPT2Config cfg;
     if (gpt2_config_from_descriptor(a->init, &cfg) != 0) {
         const char* init = a->init;
@@ -90,6 +97,10 @@ static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
     }
     if (pp.hp > 1 && N % pp.hp != 0) {
         fprintf(stderr, "error: -hp %d: does not divide the %d ranks; expected a divisor of %d (ranks per secondary group)\n", pp.hp, N, N);
+        return 1;
+    }
+    if (rpn < N && N % rpn != 0) { // the last node would hold fewer ranks than the others: not the machine planned
+        fprintf(stderr, "error: -np %d: not whole nodes of %d ranks; expected a multiple of %d, or -rpn K with K dividing %d\n", N, rpn, rpn, N);
         return 1;
     }
     // Offload (-zo, -zp, -zd; -z S: that stage's row only): the engine's checks, before any row. A plan

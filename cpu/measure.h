@@ -135,9 +135,13 @@ static double measure_memory_bandwidth(void) {
  */
 typedef struct { double flops_mean, flops_min, bw_mean, bw_min, poll_s; } MeasureRankRates;
 
+// The most processes measure_rank_rates runs at once (the caller refuses more: rates measured
+// with fewer ranks than share the cores would be too fast).
+#define MEASURE_MAX_RANKS 64
+
 typedef struct {
     int started, finished[2];
-    double flops[64], bw[64], poll[64];
+    double flops[MEASURE_MAX_RANKS], bw[MEASURE_MAX_RANKS], poll[MEASURE_MAX_RANKS];
 } MeasureShared;
 
 // A progress thread's loop (zero/progress_cpu.h: sleep `poll_us`, then a moment of work) beside
@@ -197,13 +201,13 @@ static void measure_rank(MeasureShared* sh, int i, int ranks, int threads, int N
 
 static int measure_rank_rates(int ranks, int threads, int N, int C, int Vp, int R, int L, int poll_us, MeasureRankRates* out) {
     if (ranks < 1) ranks = 1;
-    if (ranks > 64) ranks = 64;
+    if (ranks > MEASURE_MAX_RANKS) ranks = MEASURE_MAX_RANKS;
     MeasureShared* sh = (MeasureShared*)mmap(NULL, sizeof(MeasureShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) { fprintf(stderr, "error: --plan cpu: no shared memory to measure %d ranks at once\n", ranks); return -1; }
     memset(sh, 0, sizeof(*sh));
     fflush(stdout);
     fflush(stderr);
-    pid_t pids[64];
+    pid_t pids[MEASURE_MAX_RANKS];
     int started = 0, failed = 0;
     for (; started < ranks; started++) {
         pids[started] = fork();

@@ -162,9 +162,15 @@ def main():
         for r in sorted(ranks):
             with open(ranks[r]["file"]) as fh:
                 merged["traceEvents"] += json.load(fh)["traceEvents"]
-        with open(args.merge + ".tmp", "w") as fh:
-            json.dump(merged, fh)
-        os.replace(args.merge + ".tmp", args.merge)
+        try:
+            with open(args.merge + ".tmp", "w") as fh:
+                json.dump(merged, fh)
+            os.replace(args.merge + ".tmp", args.merge)
+        except OSError as e:
+            if os.path.exists(args.merge + ".tmp"):
+                os.remove(args.merge + ".tmp")
+            fail(f"--merge {args.merge}: cannot write it ({e.strerror}); expected a writable path")
+        print(f"wrote {args.merge}")
     other = ranks[min(ranks)]["other"]
     step = args.step if args.step is not None else other["last_step"]
     stem = args.trace[0][:-5] if args.trace[0].endswith(".json") else args.trace[0]
@@ -174,7 +180,12 @@ def main():
     for r, ms, wait, busy, sent in summarize(ranks, step):
         print(f"rank {r}: step {step} {ms:.2f} ms | exposed wait {wait:.2f} ms | communication busy {busy:.2f} ms | "
               f"sent {sent} bytes")
-    draw(ranks, step, out, title)
+    try:
+        draw(ranks, step, out, title)
+    except OSError as e:
+        if os.path.exists(out + ".tmp.png"):
+            os.remove(out + ".tmp.png")
+        fail(f"--out {out}: cannot write it ({e.strerror}); expected a writable path")
     print(f"wrote {out}")
 
 

@@ -27,9 +27,12 @@
 #      bf16 secondary shard, device buffers) equal to the run's (SKIP without CUDA headers).
 #   6. Bad flags: one error line, exit 1; the planner's before any row (-hp not fitting the world,
 #      machine overrides that are 0 where they divide, negative, a fraction above 1, a count that
-#      is not one, offload flags the engine refuses: -zp at stage 2, -zo at stage 0, -zd without
-#      nvme), the trace's at start-up (a -tr path it cannot write, -ts outside the run's
-#      steps, -ts without -tr) before any step.
+#      is not one, offload flags the engine refuses: -zp at stage 2, -zo at stage 0, -zd without nvme), the trace's at start-up (a -tr path it cannot write, -ts outside the run's
+#      steps, -ts without -tr) before any step. Hostile input (issue 16's pass): machine strings with an empty item, a key
+#      twice, over 511 characters, rpn=0; -np not whole nodes; a reserve above the memory; more than 64 ranks on these
+#      cores (cpu); nothing fitting (rows, then exit 1 with its line); a full disk (16 KiB tmpfs in a mount namespace of
+#      its own) under --plan -tr and under a 2-rank traced run (one line, exit 1, nothing left on it); a rank's file name
+#      that is a directory (at start-up). About 9 s of the group.
 #   7. ZeRO++ (zero/zeropp.h) at stage 3, 4 ranks, two "hosts" (each rank in its own UTS namespace,
 #      ranks 0-1 and 2-3 sharing a hostname, so the engine splits its bytes by host as on two
 #      machines; MPI itself is unchanged), 3 steps of d2, -qw 1, -hp 2, -qg 1 -qbg 64 and all three
@@ -127,6 +130,8 @@ if python3 -c "import matplotlib" 2>/dev/null; then
     check plot_timeline_png_is_an_image python3 -c "import sys; d=open(sys.argv[1],'rb').read(); sys.exit(0 if d[:8]==b'\x89PNG\r\n\x1a\n' and len(d)>10000 else 1)" "$ZT/z3.png"
     build/train_gpt2_z0 --plan h100 -e d2 -t 8 -b 4 -np 2 -tr "$ZT/pred.json" >/dev/null 2>&1
     check plot_timeline_png_of_predicted_step python3 scripts/plot_timeline.py "$ZT/pred.plan.stage3.json" --out "$ZT/pred.png"
+    check_fails plot_timeline_unwritable_merge_one_line "^error: --merge $ZT/none/all.json: cannot write it (No such file or directory)" \
+        python3 scripts/plot_timeline.py "$ZT/pred.plan.stage3.json" --merge "$ZT/none/all.json"
 else
     echo "SKIP plot_timeline: matplotlib not installed (scripts/setup.sh installs it)"
 fi
@@ -200,6 +205,36 @@ one_error trace_unwritable_path_np2_one_line "^error: -tr $ZT/none/t.json \(rank
 one_error trace_steps_outside_run_refused "^error: -ts 5-9: the run's steps are 1-3; expected a range that holds one of them" "${TRUN[@]}" -tr "$ZT/late.json" -ts 5-9
 one_error trace_steps_without_trace_refused "^error: -ts 2-3: steps of a timeline that is not written; expected -tr FILE.json as well" "${TRUN[@]}" -ts 2-3
 check trace_refused_runs_left_no_file test ! -e "$ZT/late.rank0.json" -a ! -e "$ZT/late.rank0.json.tmp"
+# Hostile machine strings and worlds (issue 16's hostile pass): each one line before any row.
+one_error plan_machine_empty_item_refused "^error: --plan cpu,,: an empty item" "${PLAN[@]}" --plan cpu,, -np 2
+one_error plan_machine_trailing_comma_refused "^error: --plan h100,: an empty item" "${PLAN[@]}" --plan h100, -np 2
+one_error plan_machine_duplicate_key_refused "^error: --plan h100,rpn=4,gemm_eff=0.5,rpn=2: key 'rpn' given twice" "${PLAN[@]}" --plan h100,rpn=4,gemm_eff=0.5,rpn=2 -np 8
+one_error plan_machine_too_long_refused "^error: --plan h100,inter_gbit=1+\.\.\.: 616 characters; expected at most 511" "${PLAN[@]}" --plan "h100,inter_gbit=$(printf '1%.0s' $(seq 600))" -np 8
+one_error plan_machine_rpn0_refused "^error: --plan h100,rpn=0: rpn=0 is no ranks per node" "${PLAN[@]}" --plan h100,rpn=0 -np 64
+one_error plan_np_not_whole_nodes_refused "^error: -np 12: not whole nodes of 8 ranks; expected a multiple of 8" "${PLAN[@]}" --plan h100 -np 12
+one_error plan_reserve_above_memory_refused "^error: --plan: the reserve, 1000.00 GiB, leaves none of the 74.51 GiB" "${PLAN[@]}" --plan h100,reserve_gib=1000 -np 8
+one_error plan_model_file_is_directory_refused "^error: $ZT: cannot read model file \(Is a directory\)" build/train_gpt2_z0 -e "$ZT" -t 8 --plan h100 -np 2
+one_error plan_under_mpirun_refused "^error: --plan: started as 2 tasks \(OMPI_COMM_WORLD_SIZE\); expected one process" "${MPIRUN[@]}" -np 2 "${PLAN[@]}" --plan h100 -np 8
+one_error plan_cpu_too_many_ranks_sharing_refused "^error: --plan cpu: 100000 ranks would share this machine's [0-9]+ cores; expected at most 64" "${PLAN[@]}" --plan cpu -np 100000
+# Nothing fits: the rows are the answer, exit 1 has its one error line.
+out=$("${PLAN[@]}" --plan h100,mem_gib=2.01 -np 8 2>&1); rc=$?
+check plan_nothing_fits_exit1_one_line test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c '^error: --plan: no stage fits' <<<"$out"):$(grep -c '^plan_json' <<<"$out")" = "1:1:1:4"
+# A full disk (a 16 KiB tmpfs in each process's own mount namespace: nothing to unmount) and a
+# directory where a rank's file goes: one line, exit 1, no file left.
+if unshare -m true 2>/dev/null; then
+    mkdir -p "$ZT/full"
+    # sh -c "$INFULL" DIR CMD...: CMD with a 16 KiB tmpfs on DIR, then a line "left: FILES" of what is on it
+    INFULL='mount -t tmpfs -o size=16k tmpfs "$0" || exit 9; "$@"; rc=$?; echo "left: $(ls -A "$0" | tr "\n" " ")"; exit $rc'
+    out=$(timeout 120 unshare -m sh -c "$INFULL" "$ZT/full" "${PLAN[@]}" --plan h100 -np 2 -tr "$ZT/full/p.json" 2>&1); rc=$?
+    check plan_trace_full_disk_one_line_exit1_no_file test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -tr $ZT/full/p.plan.stage0.json: writing the trace failed (No space left on device)" <<<"$out"):$(grep '^left:' <<<"$out")" = "1:1:1:left: "
+    out=$(timeout 120 "${MPIRUN[@]}" -np 2 unshare -m sh -c "$INFULL" "$ZT/full" "${TRUN[@]}" -tr "$ZT/full/t.json" -ts 1-3 2>&1); rc=$?
+    check trace_full_disk_np2_one_line_exit1_no_file test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -tr $ZT/full/t.rank[01].json: writing the trace failed (No space left on device)" <<<"$out"):$(grep -c '^step ' <<<"$out"):$(grep '^left:' <<<"$out" | sort -u)" = "1:1:1:3:left: "
+else
+    echo "SKIP trace_full_disk: unshare -m is not available here (needs root)"
+fi
+mkdir -p "$ZT/dirs.rank1.json"
+one_error trace_rank_file_is_directory_refused_at_start "^error: -tr $ZT/dirs.json \(rank 1 on [^)]*\): $ZT/dirs.rank1.json is a directory" \
+    "${MPIRUN[@]}" -np 2 "${TRUN[@]}" -tr "$ZT/dirs.json"
 
 # 7. ZeRO++ on two hostnames (UTS namespaces; root).
 if ! unshare --uts true 2>/dev/null; then

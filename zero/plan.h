@@ -47,6 +47,15 @@ static void plan_trace_path(const char* trace_path, const char* what, char* path
     snprintf(path, cap, "%.*s.plan.%s.json", n > 5 ? (int)(n - 5) : (int)n, trace_path, what);
 }
 
+// -tr: the first predicted timeline that could not be written (a full disk) is the plan's one
+// error line and its exit status 1; the files after it are not tried (plan_trace_save).
+static int plan_trace_failed;
+
+static void plan_trace_save(const char* path, ZeroTraceEvent* events, int count, const ParamLayout* layout, int stage,
+                            const ZeroTraceInfo* info) {
+    if (!plan_trace_failed && zero_trace_write(path, events, count, layout, stage, info) != 0) plan_trace_failed = 1;
+}
+
 /*
  * The ZeRO++ rows (zero/plan_zeropp.h) beside plain stage 3 (`plain`): the flags' row when
  * given, else qwZ, hpZ over a node's ranks, qgZ int4 and all three; each a table row and a
@@ -130,7 +139,7 @@ static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const Pa
             for (char* c = name; *c; c++) if (!isalnum((unsigned char)*c) && *c != '_') *c = '_';
             plan_trace_path(trace_path, name, path, sizeof(path));
             ZeroTraceInfo info = {0, N, 1, 3, A, 0, "plan", "plan", e};
-            zero_trace_write(path, events, count, layout, 3, &info);
+            plan_trace_save(path, events, count, layout, 3, &info);
         }
         free(events);
     }
@@ -185,6 +194,12 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
     // Per rank the budget is the device's memory, or (CPU) the host's shared by its ranks.
     double budget = (m->cores > 0 ? m->memory / rpn : m->memory) - m->reserve;
     char buf[7][32];
+    if (!(budget > 0.0)) { // every row would say NO against a budget of 0 or less
+        fprintf(stderr, "error: --plan: the reserve, %s, leaves none of the %s of memory per rank; expected reserve_gib below it\n",
+                plan_gib(m->reserve, buf[0], 32), plan_gib(m->cores > 0 ? m->memory / rpn : m->memory, buf[1], 32));
+        param_layout_free(&layout);
+        return 1;
+    }
     fprintf(out, "plan: %s | L %d | C %d | NH %d | Vp %d (wte in %d vocab-chunk units) | parameters %zu, Ψ = %zu padded for N = %d\n",
             init, L, cfg->channels, cfg->num_heads, cfg->padded_vocab_size, layout.num_wte_units, layout.num_parameters,
             layout.padded_numel, N);
@@ -243,13 +258,19 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
             snprintf(what, sizeof(what), "stage%d", stage);
             plan_trace_path(trace_path, what, path, sizeof(path));
             ZeroTraceInfo info = {0, N, 1, 3, A, 0, "plan", "plan", e};
-            zero_trace_write(path, events, count, &layout, stage, &info);
+            plan_trace_save(path, events, count, &layout, stage, &info);
         }
         free(events);
     }
     fprintf(out, "plan: sent/rank = elements sent per rank per step (the ring count) x %d bytes; across/node = bytes leaving each node per step "
             "(one rank's share: the ring crosses each node boundary once); fits = total <= %s per rank%s\n", e,
             plan_gib(budget, buf[0], 32), m->reserve > 0 ? " (device memory less the runtime's reserve)" : "");
+    if (!any_fits) { // the exit status says so too (1): its one error line
+        size_t least = st[0].bytes.total;
+        for (int stage = 1; stage <= 3; stage++) if (st[stage].bytes.total < least) least = st[stage].bytes.total;
+        fprintf(stderr, "error: --plan: no stage fits: the smallest total, %s, is above %s per rank; expected more memory per rank "
+                "(mem_gib=, or more ranks) or a smaller micro-batch (-b)\n", plan_gib((double)least, buf[1], 32), plan_gib(budget, buf[0], 32));
+    }
     if (st[0].bytes.ring > 0)
         fprintf(out, "plan: total includes the rings' receive buffer, %s per rank (one chunk of the largest unit, zero/comm_ring.h)\n",
                 plan_gib((double)st[0].bytes.ring, buf[0], 32));
@@ -278,7 +299,7 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
         plan_print_offload(pm, m, &layout, &net, &tm, rpn, mem_bw, budget, plain_step_s, offload, out);
     }
     param_layout_free(&layout);
-    return any_fits && !pp_bad ? 0 : 1;
+    return any_fits && !pp_bad && !plan_trace_failed ? 0 : 1;
 }
 
 #endif // ZERO_PLAN_H

@@ -111,6 +111,39 @@ static int plan_machine_preset(const char* name, PlanMachine* m) {
 }
 
 /*
+ * What strtok_r in plan_machine_parse would hide: an empty item ("cpu,,", "h100,": it skips
+ * them), a key given twice (the last would win unseen) and a spec longer than its buffer (cut
+ * short, so a number would silently change). Returns 0, or -1 after the error line.
+ */
+static int plan_machine_check_items(const char* spec, size_t cap) {
+    size_t n = strlen(spec);
+    if (n >= cap) {
+        fprintf(stderr, "error: --plan %.64s...: %zu characters; expected at most %zu\n", spec, n, cap - 1);
+        return -1;
+    }
+    for (const char* item = spec; item != NULL;) {
+        const char* comma = strchr(item, ',');
+        size_t len = comma ? (size_t)(comma - item) : strlen(item);
+        if (len == 0) {
+            fprintf(stderr, "error: --plan %s: an empty item (\",,\" or a trailing or leading comma); expected MACHINE,key=value,...\n", spec);
+            return -1;
+        }
+        const char* eq = (const char*)memchr(item, '=', len);
+        size_t key = eq ? (size_t)(eq - item) : 0;
+        for (const char* prev = spec; key > 0 && prev < item;) { // the same key in an earlier item
+            const char* pc = strchr(prev, ',');
+            if (strncmp(prev, item, key + 1) == 0) {
+                fprintf(stderr, "error: --plan %s: key '%.*s' given twice; expected each key once\n", spec, (int)key, item);
+                return -1;
+            }
+            prev = pc + 1;
+        }
+        item = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+/*
  * MACHINE: a preset name, then optional key=value overrides, comma-separated, e.g.
  * "h100,gemm_eff=0.6" or "cpu,rpn=1,inter_gbit=0.1". Keys: peak_tflops, gemm_eff, mem_gbs (GB/s),
  * mem_gib (device memory), reserve_gib, rpn (ranks per node), intra_gbs (GB/s per rank),
@@ -124,6 +157,7 @@ static int plan_machine_preset(const char* name, PlanMachine* m) {
  */
 static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
     char buf[512];
+    if (plan_machine_check_items(spec, sizeof(buf)) != 0) return -1;
     snprintf(buf, sizeof(buf), "%s", spec);
     char* save = NULL;
     char* tok = strtok_r(buf, ",", &save);
@@ -173,6 +207,11 @@ static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
         else if (strcmp(tok, "mem_gbs") == 0) m->mem_bw = v * 1e9;
         else if (strcmp(tok, "mem_gib") == 0) m->memory = v * 1073741824.0;
         else if (strcmp(tok, "reserve_gib") == 0) m->reserve = v * 1073741824.0;
+        else if (strcmp(tok, "rpn") == 0 && v < 1.0) { // 0 would put every rank in one node: not the preset's, as -rpn 0 is
+            fprintf(stderr, "error: --plan %s: rpn=%s is no ranks per node; expected an integer in [1, 1048576] (or no rpn: the machine's)\n",
+                    spec, eq + 1);
+            return -1;
+        }
         else if (strcmp(tok, "rpn") == 0) m->ranks_per_node = (int)v;
         else if (strcmp(tok, "intra_gbs") == 0) m->intra_bw = v * 1e9;
         else if (strcmp(tok, "intra_us") == 0) m->intra_lat = v * 1e-6;

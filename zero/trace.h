@@ -46,6 +46,7 @@
 #endif
 #include <errno.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef ZERO_TRACE
@@ -185,10 +186,16 @@ static void zero_trace_open(ZeroEngine* z, const char* path, int first_step, int
     snprintf(probe, sizeof(probe), "%.*s.tmp", (int)sizeof(t->path), t->path);
     FILE* pf = fopen(probe, "w");
     int writable = pf != NULL;
+    struct stat st;
     if (!writable)
         snprintf(err, sizeof(err), "error: -tr %.512s (rank %d on %.64s): cannot create %s (%.200s); expected a writable path", path,
                  z->rank, zero_cluster.host, probe, strerror(errno));
     else { fclose(pf); remove(probe); }
+    if (writable && stat(t->path, &st) == 0 && S_ISDIR(st.st_mode)) { // the rename onto it would fail after the run
+        writable = 0;
+        snprintf(err, sizeof(err), "error: -tr %.512s (rank %d on %.64s): %s is a directory; expected a writable path", path, z->rank,
+                 zero_cluster.host, t->path);
+    }
     zero_startup_agree(writable, err, "opening the trace files"); // the lowest failing rank's line, every rank exits 1
     t->on = 1;
     t->first_step = first_step;
@@ -484,10 +491,10 @@ typedef struct {
  * Sorts them; the communication track shows one collective at a time: each from its issue, or
  * from the completion of the one before it, to its completion (the engine's collectives queue).
  * Collectives that completed before the first step span are left out. Returns 0, or -1 after
- * one error line.
+ * one error line: printed, or with err (cap bytes) put there for the caller to print.
  */
-static int zero_trace_write(const char* path, ZeroTraceEvent* events, int count, const ParamLayout* layout, int zero_stage,
-                            const ZeroTraceInfo* info) {
+static int zero_trace_write_to(const char* path, ZeroTraceEvent* events, int count, const ParamLayout* layout, int zero_stage,
+                               const ZeroTraceInfo* info, char* err, size_t cap) {
     qsort(events, (size_t)count, sizeof(ZeroTraceEvent), zero_trace_by_begin);
     double link_free = -1e30, first_step_begin = 1e30;
     for (int i = 0; i < count; i++) {
@@ -500,8 +507,10 @@ static int zero_trace_write(const char* path, ZeroTraceEvent* events, int count,
     char tmp[4400]; // path (at most 4300, plan_print) + ".tmp"
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);
     FILE* f = fopen(tmp, "w");
+    char line[4700];
     if (f == NULL) {
-        fprintf(stderr, "error: -tr %s: cannot write the trace (%s); expected a writable path\n", path, strerror(errno));
+        snprintf(line, sizeof(line), "error: -tr %s: cannot write the trace (%s); expected a writable path", path, strerror(errno));
+        if (err) snprintf(err, cap, "%s", line); else fprintf(stderr, "%s\n", line);
         return -1;
     }
     int r = info->rank;
@@ -549,17 +558,24 @@ static int zero_trace_write(const char* path, ZeroTraceEvent* events, int count,
     int bad = ferror(f);
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path) != 0) {
-        fprintf(stderr, "error: -tr %s: writing the trace failed (%s); expected space on its disk\n", path, strerror(errno));
+        snprintf(line, sizeof(line), "error: -tr %s: writing the trace failed (%s); expected space on its disk", path, strerror(errno));
+        if (err) snprintf(err, cap, "%s", line); else fprintf(stderr, "%s\n", line);
         remove(tmp);
         return -1;
     }
     return 0;
 }
 
+static int zero_trace_write(const char* path, ZeroTraceEvent* events, int count, const ParamLayout* layout, int zero_stage,
+                            const ZeroTraceInfo* info) {
+    return zero_trace_write_to(path, events, count, layout, zero_stage, info, NULL, 0);
+}
+
 /*
  * Write this rank's file (every rank calls it after the last step; GPU: the device is
  * synchronized first, outside every step, and each event's time read against the anchor).
- * A failure is one error line; the run's result stands.
+ * A failure (a full disk) leaves no file: one error line, the lowest failing rank's, and every
+ * rank exits 1; the run's log and checkpoints are written already.
  */
 static void zero_trace_close(ZeroEngine* z, int grad_accum_steps) {
     ZeroTrace* t = &zero_trace;
@@ -578,7 +594,8 @@ static void zero_trace_close(ZeroEngine* z, int grad_accum_steps) {
 #endif
     ZeroTraceInfo info = {t->rank, t->world_size, t->first_step, t->last_step, grad_accum_steps, t->dropped, t->host,
                           ZERO_GPU_BUILD ? "gpu" : "cpu", (int)sizeof(ZeroFloat)};
-    zero_trace_write(t->path, t->events, t->count, z->layout, ZERO_STAGE, &info);
+    char err[sizeof(t->path) + 512] = "";
+    int written = zero_trace_write_to(t->path, t->events, t->count, z->layout, ZERO_STAGE, &info, err, sizeof(err)) == 0;
     if (t->dropped > 0)
         fprintf(stderr, "warning: -tr: rank %d left %d events out of %s (event pool or memory used up)\n", t->rank, t->dropped, t->path);
     free(t->events);
@@ -590,6 +607,7 @@ static void zero_trace_close(ZeroEngine* z, int grad_accum_steps) {
     CUDA_CHECK(cudaEventDestroy(t->anchor));
     free(t->pool);
 #endif
+    zero_startup_agree(written, err, "writing the trace files");
 }
 
 #endif // ZERO_TRACE_H
