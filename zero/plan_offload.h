@@ -24,7 +24,11 @@
  *     it, stage 3's next gathers wait for it; -zp cpu copies the slice up on the comm stream before
  *     each gather; -zp nvme reads it on the host first (the host waits for the read and the copy).
  * The disk serves requests in issue order at the machine's read and write rates, shared by the
- * node's ranks; the copy stream one copy at a time at PCIe's rate. Exposed: the time compute (the
+ * node's ranks; the copy stream one copy at a time at PCIe's rate. The comm stream is
+ * zero/plan_schedule.h's link queue: -zp's copies up are ops on it (sending nothing), a gather
+ * behind an updated slice an op with a not_before; a slice's copy down waits for its reduction,
+ * whose completion is a handle until the link gets there, so the copies down are timed once the
+ * optimizer has waited for the reductions (plan_off_downs). Exposed: the time compute (the
  * host, which issues the step) waits for the disk or a copy, plus the checksums' passes.
  */
 #ifndef ZERO_PLAN_OFFLOAD_H
