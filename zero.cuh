@@ -18,7 +18,9 @@
  *   zero/run_lock.h     one output dir, one run: the lock
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
  *   zero/offload.h      ZeRO-Offload / ZeRO-Infinity: optimizer state and parameter shard on the
- *                       host or on NVMe (-zo, -zp, -zd), their file regions, staging and formulas
+ *                       host or on NVMe (-zo, -zp, -zd), their file regions, staging, the NVMe stream
+ *   zero/offload_accounting.h offload's bytes per rank and per step (NVMe, host<->device), printed
+ *                       beside the formulas
  *   zero/zeropp.h       ZeRO++ (CPU build; flags and formulas for both): int8 forward all-gather
  *                       (qwZ), secondary shard for backward within a host (hpZ), int4 two-level
  *                       gradient all-to-all (qgZ)
@@ -31,6 +33,8 @@
  *   zero/plan_comm.h    the planner's ring collective times (alpha-beta model), the network stack's CPU
  *   zero/plan_zeropp.h  the planner's ZeRO++ rows: zero/zeropp.h's formulas for any world, its collectives' times
  *   zero/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
+ *   zero/plan_offload.h the planner's offload rows (-zo, -zp): device/host/NVMe bytes from zero/offload.h's
+ *                       functions, the NVMe stream and host<->device copies simulated beside the schedule
  *   zero/plan.h         the planner (--plan): every stage's bytes and step time for any N, the table
  *   zero/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
  *   zero/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
@@ -160,6 +164,7 @@ typedef float ZeroFloat;
 #include "zero/run_lock.h"
 #include "zero/work_units.h"
 #include "zero/offload.h"
+#include "zero/offload_accounting.h"
 #include "zero/zeropp.h"
 #include "zero/tied_rows_cpu.h"
 #include "zero/engine_cpu.h"
@@ -170,6 +175,7 @@ typedef float ZeroFloat;
 #include "zero/plan_comm.h"
 #include "zero/plan_zeropp.h"
 #include "zero/plan_schedule.h"
+#include "zero/plan_offload.h"
 #include "zero/plan.h"
 #if ZERO_GPU_BUILD
 #include "zero/comm_gpu.cuh"

@@ -46,7 +46,7 @@ typedef struct {
     int sample_every;          // -s
     int gen_tokens;            // -g
     int overfit_single_batch;  // -a
-    int zero_stage;            // -z (-1: the compiled stage; otherwise must equal it)
+    int zero_stage;            // -z (-1: the compiled stage; otherwise must equal it; with --plan: the offload rows' stage)
     float grad_clip;           // -gc (0 disables)
     int seed;                  // -sd
     float collective_timeout_s; // -wt
@@ -101,7 +101,7 @@ static const ArgSpec arg_specs[] = {
     {"-s", ARG_INT, ARG_FIELD(sample_every), "print a text sample every s steps (0: never)"},
     {"-g", ARG_INT, ARG_FIELD(gen_tokens), "tokens per sample"},
     {"-a", ARG_INT, ARG_FIELD(overfit_single_batch), "overfit one batch (0/1), for debugging"},
-    {"-z", ARG_INT, ARG_FIELD(zero_stage), "ZeRO stage; fixed at compile time (make ZERO_STAGE=N), -1: that one"},
+    {"-z", ARG_INT, ARG_FIELD(zero_stage), "ZeRO stage; fixed at compile time (make ZERO_STAGE=N), -1: that one; with --plan: the -zo/-zp rows' stage"},
     {"-gc", ARG_FLOAT, ARG_FIELD(grad_clip), "clip the gradient to this global norm (0: off)"},
     {"-sd", ARG_INT, ARG_FIELD(seed), "random seed (init, sampling)"},
     {"-wt", ARG_FLOAT, ARG_FIELD(collective_timeout_s), "abort all ranks if a collective waits longer (s)"},

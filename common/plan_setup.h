@@ -103,7 +103,21 @@ static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
         fprintf(stderr, "error: -np %d: not whole nodes of %d ranks; expected a multiple of %d, or -rpn K with K dividing %d\n", N, rpn, rpn, N);
         return 1;
     }
-    return plan_print(&pm, &m, a->init, a->trace_path, &pp, stdout);
+    // Offload (-zo, -zp, -zd; -z S: that stage's row only): the engine's checks, before any row. A plan
+    // needs no -zd (nothing is written); given, its free space says whether the files fit.
+    PlanOffloadFlags off = {0, ZERO_PLACE_NONE, ZERO_PLACE_NONE, a->zero_stage, a->offload_dir};
+    zero_placement_parse(a->offload_optimizer, &off.optimizer); // values checked in train_args_validate
+    zero_placement_parse(a->offload_params, &off.params);
+    off.given = off.optimizer != ZERO_PLACE_NONE || off.params != ZERO_PLACE_NONE || a->offload_dir != NULL;
+    if (off.given) {
+        int nvme = off.optimizer == ZERO_PLACE_NVME || off.params == ZERO_PLACE_NVME;
+        ZeroOffloadArgs oa = {off.optimizer, off.params, a->offload_dir ? a->offload_dir : nvme ? "(none: a plan)" : NULL};
+        if (zero_offload_check_args(&oa, off.stage >= 0 ? off.stage : 3, err, sizeof(err)) != 0) { fprintf(stderr, "%s\n", err); return 1; }
+#if ZERO_GPU_BUILD
+        if (zero_offload_gpu_check_args(&oa, err, sizeof(err)) != 0) { fprintf(stderr, "%s\n", err); return 1; }
+#endif
+    }
+    return plan_print(&pm, &m, a->init, a->trace_path, &pp, &off, stdout);
 }
 
 #endif // COMMON_PLAN_SETUP_H

@@ -196,20 +196,17 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
     TrainArgs* args = &run->args;
     train_args_parse(args, *argc, *argv);
     train_args_validate(args);
-    if (args->zero_stage != -1 && args->zero_stage != ZERO_STAGE) {
+    if (args->zero_stage != -1 && args->zero_stage != ZERO_STAGE && args->plan_machine == NULL) { // --plan: -z picks the offload rows' stage
         fprintf(stderr, "error: -z %d: this binary was compiled for ZeRO stage %d; expected -z %d or a rebuild with make ZERO_STAGE=%d\n",
                 args->zero_stage, ZERO_STAGE, ZERO_STAGE, args->zero_stage);
         exit(1);
     }
-    if (args->plan_machine != NULL && (strcmp(args->offload_optimizer, "none") != 0 || strcmp(args->offload_params, "none") != 0 ||
-                                       args->offload_dir != NULL)) // before the stage's own -zo/-zp rules: a plan has every stage
-        args_fail("error: %s: the planner does not model offload (its rows keep the state in device memory); expected no -zo, -zp "
-                  "or -zd with --plan", strcmp(args->offload_optimizer, "none") != 0 ? "-zo" : strcmp(args->offload_params, "none") != 0 ? "-zp" : "-zd");
     char offload_err[8400] = "";
     zero_placement_parse(args->offload_optimizer, &run->offload.optimizer); // values checked in train_args_validate
     zero_placement_parse(args->offload_params, &run->offload.params);
     run->offload.dir = args->offload_dir;
-    if (zero_offload_check_args(&run->offload, ZERO_STAGE, offload_err, sizeof(offload_err)) != 0) args_fail("%s", offload_err);
+    if (args->plan_machine == NULL && zero_offload_check_args(&run->offload, ZERO_STAGE, offload_err, sizeof(offload_err)) != 0)
+        args_fail("%s", offload_err); // --plan checks them against the stages it plans (common/plan_setup.h)
 #if !ZERO_GPU_BUILD
     if (args->op_timing_steps > 0) {
         fprintf(stderr, "error: -ot %d: the per-kernel table times CUDA kernels; expected -ot 0 here (train_gpt2cu has it)\n",

@@ -7,7 +7,10 @@
 #     and state files but for the run id each run stamps in them (cmp_run_files; the optimizer
 #     does the same float operations on the same numbers, only where they rest between steps
 #     differs); RAM/NVMe bytes and each step's NVMe bytes equal the formulas
-#     (tests/zero_logcheck.py offload); streamed in small pieces (ZERO_TEST_OFFLOAD_PIECE)
+#     (tests/zero_logcheck.py offload); streamed in small pieces (ZERO_TEST_OFFLOAD_PIECE); the
+#     planner's offload row (--plan with the same flags, zero/plan_offload.h) has each run's counted
+#     bytes exactly: RAM, NVMe state and file, staging, working units, NVMe read/written per step
+#     (also at 2 micro-steps, stage 3 -zo nvme -zp nvme) (tests/trace_check.py offload_plan)
 #   - checkpoints resume across placements: saved under -zo nvme -zp nvme, resumed in memory, and
 #     saved in memory, resumed under -zo nvme: bit-identical to the straight run
 #   - bad input: -zp below stage 3, -zo at stage 0, nvme without -zd, -zd missing, a file,
@@ -52,9 +55,18 @@ for stage in 1 2 3; do
             same=1; for f in model_00000003.bin model_00000006.bin state_00000006_r0_of_$n.bin; do cmp_run_files "$ref/$f" "$run/$f" >/dev/null 2>&1 || same=0; done
             check "${name}_bit_identical_to_in_memory" bash -c "[ $same -eq 1 ] && python3 tests/zero_logcheck.py same '$ref' '$run'"
             check "${name}_ram_nvme_bytes_equal_formulas" zcheck offload "$run" "$stage"
+            # The planner's offload row (zero/plan_offload.h) for this model, batch, world and placement.
+            # shellcheck disable=SC2086
+            ZERO_TEST_OFFLOAD_PIECE=15360 build/train_gpt2_z0 --plan h100 -e d2 -t 8 -b "$b" -np "$n" $p >"$run.plan" 2>&1
+            check "${name}_plan_offload_bytes_equal_engine" python3 tests/trace_check.py offload_plan "$run.plan" "$run"
         done
     done
 done
+# With 2 micro-steps (-zp nvme reads each shard 2A times, 3A for wte's units): 1 rank, 2 steps.
+if ZERO_TEST_OFFLOAD_PIECE=15360 zrun 1 3 "$ZT/accum_z3" -b 6 -d 96 -x 2 -n 0 -v 0 -zo nvme -zp nvme -zd "$NV"; then
+    ZERO_TEST_OFFLOAD_PIECE=15360 build/train_gpt2_z0 --plan h100 -e d2 -t 8 -b 6 -d 96 -np 1 -zo nvme -zp nvme >"$ZT/accum_z3.plan" 2>&1
+    check zero3_np1_accum2_zonvmezpnvme_plan_offload_bytes_equal_engine python3 tests/trace_check.py offload_plan "$ZT/accum_z3.plan" "$ZT/accum_z3"
+else echo "FAIL zero3_np1_accum2_zonvmezpnvme_runs: $(grep error "$ZT/accum_z3.out" | head -2 | tr '\n' ' ')"; fi
 ls "$NV" | grep -q . && echo "FAIL offload_files_removed_at_exit: $(ls "$NV" | head -3 | tr '\n' ' ')"
 # cmp_run_files (tests/lib.sh) skips the run id at fixed offsets: the same random, non-zero 8
 # bytes in the model file's header and in the state file's, or those offsets are not the run id.

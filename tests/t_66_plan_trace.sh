@@ -27,7 +27,7 @@
 #      bf16 secondary shard, device buffers) equal to the run's (SKIP without CUDA headers).
 #   6. Bad flags: one error line, exit 1; the planner's before any row (-hp not fitting the world,
 #      machine overrides that are 0 where they divide, negative, a fraction above 1, a count that
-#      is not one, -zo/-zp/-zd, which it does not model), the trace's at start-up (a -tr path it cannot write, -ts outside the run's
+#      is not one, offload flags the engine refuses: -zp at stage 2, -zo at stage 0, -zd without nvme), the trace's at start-up (a -tr path it cannot write, -ts outside the run's
 #      steps, -ts without -tr) before any step. Hostile input (issue 16's pass): machine strings with an empty item, a key
 #      twice, over 511 characters, rpn=0; -np not whole nodes; a reserve above the memory; more than 64 ranks on these
 #      cores (cpu); nothing fitting (rows, then exit 1 with its line); a full disk (16 KiB tmpfs in a mount namespace of
@@ -255,8 +255,12 @@ one_error plan_override_negative_bandwidth_refused "^error: --plan h100,inter_gb
 one_error plan_override_fraction_above_one_refused "^error: --plan h100,inter_eff=1.5: inter_eff=1.5 is above 1; expected a fraction in \(0, 1\]" "${PLAN[@]}" --plan h100,inter_eff=1.5 -np 16
 one_error plan_override_count_not_integer_refused "^error: --plan h100,rpn=1e20: rpn=1e20 is not a count; expected an integer in \[0, 1048576\]" "${PLAN[@]}" --plan h100,rpn=1e20 -np 8
 one_error plan_override_negative_latency_refused "^error: --plan h100,inter_us=-1: inter_us=-1 is negative; expected a number >= 0" "${PLAN[@]}" --plan h100,inter_us=-1 -np 16
-one_error plan_offload_not_modelled_refused "^error: -zo: the planner does not model offload .*; expected no -zo, -zp or -zd with --plan" "${PLAN[@]}" --plan h100 -np 8 -zo cpu
-one_error plan_offload_dir_not_modelled_refused "^error: -zd: the planner does not model offload" build/train_gpt2_z3 -e d2 -t 8 --plan h100 -np 8 -zd "$ZT"
+# Offload flags the engine refuses (zero_offload_check_args; -z S: the offload rows' stage): one line, no row.
+one_error plan_offload_zp_at_stage2_refused "^error: -zp nvme: the parameter shard exists at ZeRO stage 3 only; expected -zp none at stage 2" \
+    "${PLAN[@]}" --plan h100 -np 8 -z 2 -zo nvme -zp nvme
+one_error plan_offload_zo_at_stage0_refused "^error: -zo nvme: ZeRO stage 0 replicates the optimizer state" "${PLAN[@]}" --plan h100 -np 8 -z 0 -zo nvme
+one_error plan_offload_dir_without_nvme_refused "^error: -zd $ZT: nothing is placed on NVMe; expected -zo nvme or -zp nvme with it" \
+    build/train_gpt2_z3 -e d2 -t 8 --plan h100 -np 8 -zo cpu -zd "$ZT"
 one_error plan_trace_unwritable_refused "^error: -tr $ZT/none/p.json: cannot create $ZT/none/p.plan.stage0.json.tmp \(No such file or directory\); expected a writable path" \
     "${PLAN[@]}" --plan h100 -np 2 -tr "$ZT/none/p.json"
 # The trace is written after the last step: a path it cannot be written to stops the run at start-up.

@@ -29,6 +29,12 @@ sizes and ring counts are recomputed here from the model config (not read from t
       PLAN_OUT is the stdout of --plan for RUN's model, batch and world: the plan_json line of
       RUN's stage has the run's bytes per rank (params, grads, optimizer, working units, the
       rings' receive buffer, activations: the config record) and sent elements per step (every train record) exactly.
+  offload_plan PLAN_OUT RUN
+      RUN ran with -zo/-zp: PLAN_OUT's plan_offload_json row for its stage and placements has the
+      run's bytes (CPU: RAM, NVMe state, NVMe file, staging, working units; GPU: the start-up
+      line's device and host bytes, NVMe state, file, staging) and NVMe bytes per step (config)
+      exactly, and every train record's counted NVMe read/written bytes (GPU: and host<->device
+      d2h/h2d bytes) equal the plan's per-step values
   zeropp_trace RUN TRACE
       RUN is a CPU-build stage-3 ZeRO++ run (zeropp_config record) traced to TRACE: on every rank
       each traced step has the collectives ZeRO++ issues, by kind ("all_gather int8" qwZ: every
@@ -198,6 +204,50 @@ def check_plan(plan_out, run):
     return 1 if diff else 0
 
 
+def check_offload_plan(plan_out, run):
+    """The plan_offload_json row of RUN's stage against what RUN's engine counted: the log's config
+    record (RAM or the start-up line's device and host bytes, NVMe state, file, staging, working
+    units, NVMe bytes per step) and every train record's counted NVMe and host<->device bytes."""
+    cfg, train = log_records(run)
+    rows = [json.loads(line[len("plan_offload_json "):]) for line in open(plan_out) if line.startswith("plan_offload_json ")]
+    p = next((p for p in rows if p["stage"] == cfg["zero_stage"] and p["offload_optimizer"] == cfg["offload_optimizer"]
+              and p["offload_params"] == cfg["offload_params"]), None)
+    if p is None or p["world_size"] != cfg["world_size"] or p["grad_accum_steps"] != cfg["grad_accum_steps"]:
+        print(f"{plan_out}: no offload row for stage {cfg['zero_stage']} -zo {cfg['offload_optimizer']} -zp {cfg['offload_params']}, "
+              f"N {cfg['world_size']}, A {cfg['grad_accum_steps']}")
+        return 1
+    gpu = p["element_bytes"] == 2
+    pairs = [("bytes_nvme", "bytes_nvme"), ("nvme_file_bytes", "nvme_file_bytes"), ("offload_staging_bytes", "offload_staging_bytes"),
+             ("nvme_read_per_step", "nvme_read_per_step"), ("nvme_written_per_step", "nvme_written_per_step")]
+    if not gpu:
+        pairs += [("bytes_ram", "bytes_ram"), ("bytes_working", "bytes_working")]
+    diff = [f"{a} plan {p[a]} run {cfg[b]}" for a, b in pairs if p[a] != cfg[b]]
+    counted = [("nvme_read_per_step", "nvme_read_bytes"), ("nvme_written_per_step", "nvme_written_bytes")]
+    if gpu:
+        counted += [("d2h_bytes", "d2h_bytes"), ("h2d_bytes", "h2d_bytes")]
+        # the start-up line: "bytes per rank: device N, formula ... host N, formula ..."
+        text = open(f"{run}.out").read()
+        m = re.search(r"^offload: optimizer .* bytes per rank: device (\d+),.* host (\d+), formula", text, re.M)
+        if m is None:
+            diff.append("no GPU offload start-up line")
+        else:
+            for key, got in (("bytes_device_counted", int(m.group(1))), ("bytes_host_counted", int(m.group(2)))):
+                if p[key] != got:
+                    diff.append(f"{key} plan {p[key]} run {got}")
+    checked = 0
+    for s, t in sorted(train.items()):
+        for a, b in counted:
+            if b not in t and p[a] == 0:
+                continue
+            checked += 1
+            if t.get(b) != p[a]:
+                diff.append(f"step {s} {b} plan {p[a]} run {t.get(b)}")
+    print(f"stage {p['stage']} N {p['world_size']} A {p['grad_accum_steps']} -zo {p['offload_optimizer']} -zp {p['offload_params']}: "
+          f"{len(pairs)} config byte counts{' and the start-up line' if gpu else ''}, {checked} counted per-step values: " +
+          (f"{len(diff)} differ: {'; '.join(diff[:3])}" if diff else "equal"))
+    return 1 if diff or checked == 0 else 0
+
+
 def packet_words(s, bits, block):
     """One packet of s elements: ceil(s/block) fp32 scales, then the codes, padded to 4 bytes."""
     return math.ceil(s / block) + math.ceil((s if bits == 8 else (s + 1) // 2) / 4)
@@ -353,6 +403,8 @@ def main():
         return res
     if cmd == "plan":
         return check_plan(args[0], args[1])
+    if cmd == "offload_plan":
+        return check_offload_plan(args[0], args[1])
     if cmd == "early":
         return check_early(args[0], args[1])
     if cmd == "zeropp_trace":

@@ -34,7 +34,8 @@
  * exit, also when the job ends under the rank (an abort, the launcher's SIGTERM: zero/faults.h).
  * Checkpoints are the same files whatever the placement (zero/checkpoint.h reads and writes the
  * state through the accessors here, and writes them under its contract: temporary name and
- * rename, the run id and checksums), so a run resumes under any other placement.
+ * rename, the run id and checksums), so a run resumes under any other placement. What the
+ * placement costs in bytes, per rank and per step, and how it is printed: zero/offload_accounting.h.
  */
 #ifndef ZERO_OFFLOAD_H
 #define ZERO_OFFLOAD_H
@@ -85,53 +86,56 @@ static uint64_t zero_region_offset(const ZeroEngine* z, int unit, int region) {
 
 // Pieces of a unit: its regions cut into ZERO_OFFLOAD_PIECE elements, so that the staging slots
 // stay small whatever the unit's size (1 when nothing is on NVMe: the whole owned slice).
-static int zero_offload_unit_pieces(const ZeroEngine* z, int unit) {
-    if (!z->offload.active) return 1;
-    size_t shard = z->layout->units[unit].shard_numel;
-    return (int)((shard + z->offload.piece - 1) / z->offload.piece);
+static int zero_offload_pieces_of(const ZeroOffload* o, const ParamLayout* layout, int unit) {
+    if (!o->active) return 1;
+    size_t shard = layout->units[unit].shard_numel;
+    return (int)((shard + o->piece - 1) / o->piece);
 }
+static int zero_offload_unit_pieces(const ZeroEngine* z, int unit) { return zero_offload_pieces_of(&z->offload, z->layout, unit); }
 
 // Elements [*lo, *hi) of the unit's owned slice that piece k covers.
+static void zero_offload_piece_range_of(const ZeroOffload* o, const ParamLayout* layout, int unit, int k, size_t* lo, size_t* hi) {
+    size_t shard = layout->units[unit].shard_numel;
+    if (!o->active) { *lo = 0; *hi = shard; return; }
+    *lo = (size_t)k * o->piece;
+    *hi = *lo + o->piece < shard ? *lo + o->piece : shard;
+}
 static void zero_offload_piece_range(const ZeroEngine* z, int unit, int k, size_t* lo, size_t* hi) {
-    size_t shard = z->layout->units[unit].shard_numel;
-    if (!z->offload.active) { *lo = 0; *hi = shard; return; }
-    *lo = (size_t)k * z->offload.piece;
-    *hi = *lo + z->offload.piece < shard ? *lo + z->offload.piece : shard;
+    zero_offload_piece_range_of(&z->offload, z->layout, unit, k, lo, hi);
 }
 
 // Bytes of piece k of a region in the file (its elements, the last piece up to the region's rounded end).
-static size_t zero_piece_bytes(const ZeroEngine* z, int unit, int region, int k) {
-    size_t stride = z->offload.piece * zero_region_elem_bytes(region), region_bytes = *zero_region_bytes(z, unit, region);
+static size_t zero_piece_bytes_of(const ZeroOffload* o, int unit, int region, int k) {
+    size_t stride = o->piece * zero_region_elem_bytes(region), region_bytes = o->region_bytes[(size_t)unit * ZERO_NUM_REGIONS + region];
     size_t at = (size_t)k * stride;
     return region_bytes - at < stride ? region_bytes - at : stride;
 }
+static size_t zero_piece_bytes(const ZeroEngine* z, int unit, int region, int k) { return zero_piece_bytes_of(&z->offload, unit, region, k); }
 
 static uint64_t* zero_piece_checksum(const ZeroEngine* z, int unit, int k, int region) {
     return &z->offload.checksum[(size_t)(z->offload.piece_first[unit] + k) * ZERO_NUM_REGIONS + region];
 }
 
 /*
- * Decide what lives on NVMe and lay out the file (no I/O yet): called by zero_init before it
- * allocates the state, which then leaves out what is placed on NVMe.
+ * What lives on NVMe for these placements and the file's layout at `layout` (each unit's regions,
+ * pieces, the staging slots and bounce buffers), no I/O, no engine: zero_offload_setup (the
+ * engine) and the planner (zero/plan_offload.h) both size the file, the staging and the bytes per
+ * step from this. zero_offload_layout_free releases its tables.
  */
-static void zero_offload_setup(ZeroEngine* z, const ZeroOffloadArgs* a) {
-    ZeroOffload* o = &z->offload;
+static void zero_offload_layout(ZeroOffload* o, const ParamLayout* layout, int optimizer, int params) {
     memset(o, 0, sizeof(*o));
     o->fd = -1;
-    if (a == NULL) return;
-    o->optimizer = a->optimizer;
-    o->params = a->params;
-    o->on_nvme[ZERO_REGION_M] = o->on_nvme[ZERO_REGION_V] = a->optimizer == ZERO_PLACE_NVME;
-    o->on_nvme[ZERO_REGION_MASTER] = ZERO_HAS_MASTER && a->optimizer == ZERO_PLACE_NVME;
-    o->on_nvme[ZERO_REGION_PARAMS] = a->params == ZERO_PLACE_NVME;
+    o->optimizer = optimizer;
+    o->params = params;
+    o->on_nvme[ZERO_REGION_M] = o->on_nvme[ZERO_REGION_V] = optimizer == ZERO_PLACE_NVME;
+    o->on_nvme[ZERO_REGION_MASTER] = ZERO_HAS_MASTER && optimizer == ZERO_PLACE_NVME;
+    o->on_nvme[ZERO_REGION_PARAMS] = params == ZERO_PLACE_NVME;
     for (int r = 0; r < ZERO_NUM_REGIONS; r++) o->active |= o->on_nvme[r];
     if (!o->active) return;
-    snprintf(o->dir, sizeof(o->dir), "%s", a->dir);
     // Tests only: ZERO_TEST_OFFLOAD_PIECE=n (a multiple of 1024) cuts small models into many pieces.
     const char* piece = getenv("ZERO_TEST_OFFLOAD_PIECE");
     o->piece = piece ? (size_t)atol(piece) : ZERO_OFFLOAD_PIECE;
     if (o->piece == 0 || o->piece % 1024 != 0) { fprintf(stderr, "error: ZERO_TEST_OFFLOAD_PIECE=%s: expected a positive multiple of 1024\n", piece); exit(1); }
-    const ParamLayout* layout = z->layout;
     int n = layout->num_units;
     o->region_bytes = (size_t*)zero_calloc((size_t)n * ZERO_NUM_REGIONS, sizeof(size_t), "offload regions");
     o->unit_offset = (uint64_t*)zero_calloc((size_t)n, sizeof(uint64_t), "offload offsets");
@@ -143,25 +147,44 @@ static void zero_offload_setup(ZeroEngine* z, const ZeroOffloadArgs* a) {
     for (int u = 0; u < n; u++) {
         o->unit_offset[u] = o->file_bytes;
         o->piece_first[u] = o->num_pieces;
-        o->num_pieces += zero_offload_unit_pieces(z, u);
+        o->num_pieces += zero_offload_pieces_of(o, layout, u);
         for (int r = 0; r < ZERO_NUM_REGIONS; r++) {
             if (!o->on_nvme[r]) continue;
             size_t b = nvme_round(layout->units[u].shard_numel * zero_region_elem_bytes(r));
-            *zero_region_bytes(z, u, r) = b;
+            o->region_bytes[(size_t)u * ZERO_NUM_REGIONS + r] = b;
             o->file_bytes += b;
             if (r == ZERO_REGION_PARAMS && b > o->bounce_bytes) o->bounce_bytes = b;
         }
     }
+}
+
+static void zero_offload_layout_free(ZeroOffload* o) {
+    free(o->region_bytes); free(o->unit_offset); free(o->piece_first);
+    o->region_bytes = NULL; o->unit_offset = NULL; o->piece_first = NULL;
+}
+
+/*
+ * Decide what lives on NVMe and lay out the file (no I/O yet): called by zero_init before it
+ * allocates the state, which then leaves out what is placed on NVMe.
+ */
+static void zero_offload_setup(ZeroEngine* z, const ZeroOffloadArgs* a) {
+    ZeroOffload* o = &z->offload;
+    memset(o, 0, sizeof(*o));
+    o->fd = -1;
+    if (a == NULL) return;
+    zero_offload_layout(o, z->layout, a->optimizer, a->params);
+    if (!o->active) return;
+    snprintf(o->dir, sizeof(o->dir), "%s", a->dir);
     o->checksum = (uint64_t*)zero_calloc((size_t)o->num_pieces * ZERO_NUM_REGIONS, sizeof(uint64_t), "offload checksums");
     snprintf(o->path, sizeof(o->path), "%s/zero_offload_%ld_r%d_of_%d.bin", o->dir, (long)getpid(), z->rank, z->world_size);
 }
 
 // Host bytes the offload path keeps for staging (counted as working memory).
-static size_t zero_offload_staging_bytes(const ZeroEngine* z) {
-    const ZeroOffload* o = &z->offload;
+static size_t zero_offload_staging_bytes_of(const ZeroOffload* o) {
     if (!o->active) return 0;
     return ZERO_OFFLOAD_SLOTS * o->slot_bytes + 2 * o->bounce_bytes;
 }
+static size_t zero_offload_staging_bytes(const ZeroEngine* z) { return zero_offload_staging_bytes_of(&z->offload); }
 
 /*
  * Create and preallocate this rank's offload file, start the I/O engine, allocate the staging
@@ -439,112 +462,9 @@ static void zero_offload_free(ZeroEngine* z) {
         unlink(o->path);
         zero_faults_remove_at_end(NULL);
     }
-    free(o->region_bytes); free(o->checksum); free(o->unit_offset); free(o->piece_first);
+    zero_offload_layout_free(o);
+    free(o->checksum);
     memset(o, 0, sizeof(*o));
-}
-
-// ---- accounting ----
-
-// NVMe bytes read and written per optimizer step with A micro-steps, from the region table: the
-// optimizer reads and writes every unit's regions once; stage 3 with -zp nvme also reads each
-// parameter shard before each all-gather (2 per micro-step, 3 for wte's units).
-static void zero_offload_step_bytes(const ZeroEngine* z, int grad_accum_steps, long long* read, long long* written) {
-    const ZeroOffload* o = &z->offload;
-    *read = *written = 0;
-    if (!o->active) return;
-    for (int u = 0; u < z->layout->num_units; u++) {
-        long long unit_bytes = 0;
-        for (int r = 0; r < ZERO_NUM_REGIONS; r++) unit_bytes += (long long)*zero_region_bytes(z, u, r);
-        *read += unit_bytes;
-        *written += unit_bytes;
-        int is_wte = 0;
-        for (int k = 0; k < z->layout->num_wte_units; k++) is_wte |= wte_unit(z->layout, k) == u;
-        *read += (long long)grad_accum_steps * (is_wte ? 3 : 2) * (long long)*zero_region_bytes(z, u, ZERO_REGION_PARAMS);
-    }
-}
-
-// The step line's and the log's NVMe fields for the step just done (empty without NVMe).
-static const char* zero_offload_step_text(const ZeroEngine* z, char* buf, size_t cap) {
-    const ZeroOffload* o = &z->offload;
-    buf[0] = '\0';
-    size_t used = 0;
-#if ZERO_GPU_BUILD // the host<->device copies of the host optimizer
-    if (o->optimizer != ZERO_PLACE_NONE)
-        used += (size_t)snprintf(buf, cap, " | host<->device down %.1f up %.1f MiB, copy wait %.1f ms", z->d2h_bytes_step / 1048576.0,
-                                 z->h2d_bytes_step / 1048576.0, z->copy_wait_s_step * 1000.0);
-#endif
-    if (o->active && used < cap)
-        snprintf(buf + used, cap - used, " | nvme read %.1f MiB written %.1f MiB, io wait %.1f ms", (zero_offload_bytes_read(z) - o->read_at_step) / 1048576.0,
-                 (zero_offload_bytes_written(z) - o->written_at_step) / 1048576.0, o->io_wait_s_step * 1000.0);
-    return buf;
-}
-static const char* zero_offload_step_fields(const ZeroEngine* z, char* buf, size_t cap) {
-    const ZeroOffload* o = &z->offload;
-    buf[0] = '\0';
-    size_t used = 0;
-#if ZERO_GPU_BUILD
-    if (o->optimizer != ZERO_PLACE_NONE)
-        used += (size_t)snprintf(buf, cap, ",\"d2h_bytes\":%lld,\"h2d_bytes\":%lld,\"copy_wait_ms\":%.3f", z->d2h_bytes_step, z->h2d_bytes_step,
-                                 z->copy_wait_s_step * 1000.0);
-#endif
-    if (o->active && used < cap)
-        snprintf(buf + used, cap - used, ",\"nvme_read_bytes\":%lld,\"nvme_written_bytes\":%lld,\"io_wait_ms\":%.3f",
-                 zero_offload_bytes_read(z) - o->read_at_step, zero_offload_bytes_written(z) - o->written_at_step, o->io_wait_s_step * 1000.0);
-    return buf;
-}
-
-// The log's config fields: placements, bytes per rank in RAM and on NVMe, NVMe bytes per step.
-static const char* zero_offload_config_fields(const ZeroEngine* z, int grad_accum_steps, char* buf, size_t cap) {
-    const ZeroOffload* o = &z->offload;
-    int zo = o->on_nvme[ZERO_REGION_M], zp = o->on_nvme[ZERO_REGION_PARAMS];
-    size_t state = z->bytes_params + z->bytes_grads + z->bytes_optimizer;
-    size_t nvme = (zp ? z->bytes_params : 0) + (zo ? z->bytes_optimizer : 0);
-    long long read, written;
-    zero_offload_step_bytes(z, grad_accum_steps, &read, &written);
-#if ZERO_GPU_BUILD // the device/host split is the start-up line's (zero/offload_gpu.cuh)
-    nvme = (zp ? z->layout->shard_numel * sizeof(ZeroFloat) : 0) + (zo ? 12 * z->layout->shard_numel : 0);
-    state = nvme; // bytes_ram is not a GPU build's figure: log 0
-#endif
-    snprintf(buf, cap, "\"offload_optimizer\":\"%s\",\"offload_params\":\"%s\",\"bytes_ram\":%zu,\"bytes_nvme\":%zu,"
-             "\"nvme_read_per_step\":%lld,\"nvme_written_per_step\":%lld,",
-             zero_placement_names[o->optimizer], zero_placement_names[o->params], state - nvme, nvme, read, written);
-    return buf;
-}
-
-/*
- * Start-up report (rank 0): where each part of the model state lives, in bytes per rank beside
- * the formula, and the NVMe traffic per step beside its formula. CPU build (fp32, the host is
- * the device): RAM holds the parameters (4Ψ, stage 3: 4Ψ/N), the gradients (4Ψ, stages 2-3:
- * 4Ψ/N) and Adam m, v (8Ψ/N) except what is on NVMe: -zo nvme moves the 8Ψ/N of m, v, -zp nvme
- * the 4Ψ/N parameter shard (ZeRO-Infinity sec. 5's placement of the stage-3 partitions). Per step
- * the optimizer reads and writes each placed region once; with -zp nvme each parameter shard is
- * also read before each all-gather, 2A times per step, 3A for wte's units (E):
- *   read (8[zo] + 4[zp]) Ψ/N + 4[zp] (2AΨ + AE)/N,  written (8[zo] + 4[zp]) Ψ/N  bytes.
- */
-static void zero_offload_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out) {
-    const ZeroOffload* o = &z->offload;
-    if (o->optimizer == ZERO_PLACE_NONE && o->params == ZERO_PLACE_NONE) return;
-    size_t psi = z->layout->padded_numel, N = (size_t)z->world_size, e = zero_embedding_numel(z->layout);
-    int zo = o->on_nvme[ZERO_REGION_M], zp = o->on_nvme[ZERO_REGION_PARAMS];
-    size_t params = z->bytes_params, grads = z->bytes_grads, optimizer = z->bytes_optimizer;
-    size_t ram = (zp ? 0 : params) + grads + (zo ? 0 : optimizer), nvme = (zp ? params : 0) + (zo ? optimizer : 0);
-    size_t ram_formula = (zp ? 0 : (ZERO_STAGE == 3 ? 4 * psi / N : 4 * psi)) + (ZERO_STAGE >= 2 ? 4 * psi / N : 4 * psi) + (zo ? 0 : 8 * psi / N);
-    size_t nvme_formula = (zo ? 8 * psi / N : 0) + (zp ? 4 * psi / N : 0);
-    char ram_text[64], nvme_text[64];
-    snprintf(ram_text, sizeof(ram_text), "%s%s%s", zp ? "" : ZERO_STAGE == 3 ? "4Ψ/N+" : "4Ψ+", ZERO_STAGE >= 2 ? "4Ψ/N" : "4Ψ", zo ? "" : "+8Ψ/N");
-    snprintf(nvme_text, sizeof(nvme_text), "%s%s%s", zo ? "8Ψ/N" : "", zo && zp ? "+" : "", zp ? "4Ψ/N" : zo ? "" : "0");
-    fprintf(out, "offload: optimizer state %s, parameter shard %s | bytes per rank: RAM %zu, formula %s = %zu (%s); NVMe %zu, formula %s = %zu (%s)\n",
-            zo ? "nvme" : "ram", zp ? "nvme" : "ram", ram, ram_text, ram_formula, ram == ram_formula ? "equal" : "DIFFERENT",
-            nvme, nvme_text, nvme_formula, nvme == nvme_formula ? "equal" : "DIFFERENT");
-    if (!o->active) return;
-    long long read, written;
-    zero_offload_step_bytes(z, grad_accum_steps, &read, &written);
-    long long read_formula = (long long)((zo ? 8 : 0) + (zp ? 4 : 0)) * (long long)(psi / N) +
-                             (zp ? 4LL * (2LL * grad_accum_steps * (long long)(psi / N) + (long long)grad_accum_steps * (long long)(e / N)) : 0);
-    long long written_formula = (long long)((zo ? 8 : 0) + (zp ? 4 : 0)) * (long long)(psi / N);
-    fprintf(out, "offload: NVMe file %s (%zu bytes, regions rounded to %d; %s, %s) | per step (A = %d): read %lld (formula %lld), written %lld (formula %lld) bytes; counted on each step line\n",
-            o->path, o->file_bytes, NVME_ALIGN, nvme_backend_names[o->io.backend], o->direct ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT",
-            grad_accum_steps, read, read_formula, written, written_formula);
 }
 
 #endif // ZERO_OFFLOAD_H

@@ -252,8 +252,8 @@ static void zero_offload_gpu_print_accounting(const ZeroEngine* z, int grad_accu
             zero_placement_names[o->optimizer], zp ? zero_placement_names[o->params] : "device", device_counted, device_text, device,
             device_counted == device ? "equal" : "DIFFERENT", host_counted, host_text, host, host_counted == host ? "equal" : "DIFFERENT",
             nvme, nvme_text);
-    long long down = (long long)(4 * (psi / N)), up = zp ? 2LL * (2LL * grad_accum_steps * (long long)(psi / N) + (long long)grad_accum_steps * (long long)(e / N))
-                                                          : (long long)(2 * (psi / N));
+    long long down, up;
+    zero_offload_copy_bytes_formula(psi, N, e, grad_accum_steps, zp, &down, &up); // zero/offload.h (the planner's too)
     fprintf(out, "offload: host<->device per step (A = %d): down %lld bytes (fp32 gradient shard, formula 4Ψ/N), up %lld bytes (formula %s); counted on each step line\n",
             grad_accum_steps, down, up, zp ? "(4AΨ+2AE)/N" : "2Ψ/N");
     if (o->active) {

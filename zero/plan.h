@@ -11,6 +11,7 @@
  *   zero/plan_comm.h     ring collective times under the alpha-beta model; the network stack's CPU
  *   zero/plan_zeropp.h   ZeRO++ on stage 3 (qwZ, hpZ, qgZ): zero/zeropp.h's formulas, its collectives' times
  *   zero/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
+ *   zero/plan_offload.h  offload (-zo, -zp): zero/offload.h's bytes, the NVMe stream and copies simulated
  *   zero/plan.h          this file: every stage's plan, the table, the ZeRO++ rows
  *
  * So the planner's bytes and elements sent are the engine's (tests/t_66_plan_trace.sh checks
@@ -37,12 +38,6 @@ typedef struct {
 static const char* plan_rate(double flops, char* buf, size_t cap) {
     if (flops >= 1e12) snprintf(buf, cap, "%.1f TFLOP/s", flops / 1e12);
     else snprintf(buf, cap, "%.2f GFLOP/s", flops / 1e9);
-    return buf;
-}
-
-static const char* plan_gib(double bytes, char* buf, size_t cap) {
-    if (bytes >= 1073741824.0) snprintf(buf, cap, "%.2f GiB", bytes / 1073741824.0);
-    else snprintf(buf, cap, "%.1f MiB", bytes / 1048576.0);
     return buf;
 }
 
@@ -112,7 +107,7 @@ static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const Pa
             capacity = 3 * A * (24 * layout->num_units + 16) + 64;
             events = (ZeroTraceEvent*)zero_calloc((size_t)capacity, sizeof(ZeroTraceEvent), "plan trace");
         }
-        PlanStep st = plan_simulate(3, layout, net, tm, A, shard_add, mem_bw, 0, &p, events, capacity, &count);
+        PlanStep st = plan_simulate(3, layout, net, tm, A, shard_add, mem_bw, 0, &p, NULL, events, capacity, &count);
         ZeroPPFormula fo = plan_pp_formula(&p, A, -1); // bytes
         long long formula = (fo.forward + fo.backward + fo.gradients) / e, within0, across0; // elements of e bytes
         plan_pp_split(&p, A, 0, &within0, &across0);
@@ -160,11 +155,12 @@ static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const Pa
  * `out`, then one "plan_json {...}" line per stage (the numbers, for scripts and tests). With
  * trace_path (-tr FILE), also writes each stage's predicted timeline to
  * FILE.plan.stage<S>.json in the trace's format (scripts/plot_timeline.py draws it). Then, with
- * pp (more than one rank), the ZeRO++ rows beside stage 3 (plan_print_zeropp).
+ * pp (more than one rank), the ZeRO++ rows beside stage 3 (plan_print_zeropp), and with
+ * offload flags given, their rows beside the stages that take them (zero/plan_offload.h).
  * Returns 0, or 1 when no stage fits or the ZeRO++ flags do not fit the world.
  */
 static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* init, const char* trace_path, const PlanPPFlags* pp,
-                      FILE* out) {
+                      const PlanOffloadFlags* offload, FILE* out) {
     PlanMachine mm = *m_in;
     const PlanMachine* m = &mm;
     const GPT2Config* cfg = pm->config;
@@ -251,7 +247,7 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
             capacity = 3 * (A * (12 * layout.num_units + 4 * layout.num_wte_units + 16) + 3 * layout.num_units) + 64;
             events = (ZeroTraceEvent*)zero_calloc((size_t)capacity, sizeof(ZeroTraceEvent), "plan trace");
         }
-        p->step = plan_simulate(stage, &layout, &net, &tm, A, shard_add, mem_bw, tied, NULL, events, capacity, &count);
+        p->step = plan_simulate(stage, &layout, &net, &tm, A, shard_add, mem_bw, tied, NULL, NULL, events, capacity, &count);
         p->tokens_per_s = tokens / p->step.step_s;
         p->mfu = p->tokens_per_s * pm->flops_per_token / (m->peak_flops * N);
         p->fits = (double)b->total <= budget;
@@ -307,6 +303,11 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
                 1e3 * p->step.exposed_s, 1e3 * p->step.step_s, p->tokens_per_s, p->mfu);
     }
     int pp_bad = pp != NULL && N > 1 && plan_print_zeropp(pm, m, &layout, &net, &tm, rpn, mem_bw, budget, &st[3], pp, trace_path, out) != 0;
+    if (offload != NULL && offload->given) {
+        double plain_step_s[4];
+        for (int stage = 0; stage <= 3; stage++) plain_step_s[stage] = st[stage].step.step_s;
+        plan_print_offload(pm, m, &layout, &net, &tm, rpn, mem_bw, budget, plain_step_s, offload, out);
+    }
     param_layout_free(&layout);
     return any_fits && !pp_bad && !plan_trace_failed ? 0 : 1;
 }

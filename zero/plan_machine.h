@@ -40,6 +40,13 @@ typedef struct {
     // gradients' zeroing per element (seconds). 0 (ops_measured 0): bytes at mem_bw instead.
     int ops_measured;
     double op_layer_fwd_s, op_layer_bwd_s, op_head_fwd_s, op_head_bwd_s, op_optimizer_s, op_zero_grads_s;
+    // Offload (zero/plan_offload.h): the node's NVMe read and write rates (bytes/s, shared by its
+    // ranks), host<->device per GPU (bytes/s per direction, nominal, and the fraction achieved),
+    // the host's streaming rate for host AdamW and checksums (bytes/s per node, shared by its
+    // ranks; cpu: 0, the trainer's measured optimizer and checksum), the host's memory (bytes per
+    // node; cpu: memory).
+    double nvme_read_bw, nvme_write_bw, pcie_bw, pcie_eff, host_bw, host_memory;
+    int nvme_given;        // nvme_read_gbs or nvme_write_gbs given (cpu: else measured in -zd when given)
 } PlanMachine;
 
 /*
@@ -58,6 +65,14 @@ typedef struct {
  *         The network stack's CPU (net_cpu_ns): 0 on the GPU presets; cpu: plan_net_cpu below.
  * GEMM efficiency on the GPUs: 0.7 of peak (assumed; gpu_check.sh measures it when a GPU is
  * at hand), element-wise kernels at 0.8 of the memory bandwidth (assumed).
+ * Offload (assumptions, each overridable): h100/h200 nodes as a DGX H100's, 8 PCIe Gen4 NVMe data
+ * drives per node at 6.5 GB/s read and 3.5 GB/s write each (datacenter Gen4 drives' datasheet
+ * class; striped, so one rank alone gets all 8), PCIe Gen5 x16 per GPU, 63 GB/s per direction
+ * nominal at an assumed 0.8, 2 TiB of host memory per node, and 200 GB/s of host memory rate per
+ * node for host AdamW, shared by its ranks (two sockets of 8-channel DDR5-4800, 2 x 307 GB/s
+ * nominal, about a third achieved by a streaming update: assumed). cpu: this machine's virtio disk as
+ * dev/bench/nvme_bench.sh measured it at the optimizer stream's depth 2 with io_uring (README:
+ * 281 MB/s read, 218 MB/s rewrite), one disk shared by the host's ranks.
  */
 static int plan_machine_preset(const char* name, PlanMachine* m) {
     memset(m, 0, sizeof(*m));
@@ -75,6 +90,12 @@ static int plan_machine_preset(const char* name, PlanMachine* m) {
         m->inter_bw = 8 * 400e9 / 8;
         m->inter_lat = 5e-6;
         m->net_cpu = 0.0; // NVLink and InfiniBand RDMA move the bytes without the host CPU
+        m->nvme_read_bw = 8 * 6.5e9;
+        m->nvme_write_bw = 8 * 3.5e9;
+        m->pcie_bw = 63e9;
+        m->pcie_eff = 0.8;
+        m->host_bw = 200e9;
+        m->host_memory = 2048.0 * 1073741824.0;
         return 0;
     }
     if (strcmp(name, "cpu") == 0) {
@@ -87,6 +108,10 @@ static int plan_machine_preset(const char* name, PlanMachine* m) {
         m->inter_lat = 100e-6;
         m->reduce_on_cpu = 1;
         m->net_cpu = -1.0;     // plan_net_cpu: TCP's measured cost across nodes, 0 within one
+        m->nvme_read_bw = 281e6;  // dev/bench/nvme_bench.sh, io_uring at depth 2 (README "NVMe I/O")
+        m->nvme_write_bw = 218e6; // its rewrite pass: every step after the first rewrites the file
+        m->pcie_bw = 0.0;         // the host is the device: no copies
+        m->pcie_eff = 1.0;
         return 0;
     }
     return -1;
@@ -133,7 +158,9 @@ static int plan_machine_check_items(const char* spec, size_t cap) {
  * rate), cores (per node), threads (per rank), hosts_here (cpu: how many of the nodes are
  * simulated on this machine, sharing its cores: tests/cluster.sh), quant_gbs (ZeRO++'s
  * quantize and dequantize passes, GB/s streamed), net_cpu_ns (CPU ns per byte a rank sends,
- * sender + receiver: dev/bench/net_cpu_bench.sh measures it). Returns 0, or -1 after
+ * sender + receiver: dev/bench/net_cpu_bench.sh measures it), offload's nvme_read_gbs and
+ * nvme_write_gbs (GB/s per node), pcie_gbs (GB/s per GPU and direction), pcie_eff, host_gbs
+ * (GB/s per node, host AdamW) and host_gib (host memory per node). Returns 0, or -1 after
  * printing the error line.
  */
 static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
@@ -162,9 +189,10 @@ static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
         // counts are whole numbers (0: the preset's "not set"), fractions at most 1.
         int rate = strcmp(tok, "peak_tflops") == 0 || strcmp(tok, "gemm_eff") == 0 || strcmp(tok, "mem_gbs") == 0 ||
                    strcmp(tok, "mem_gib") == 0 || strcmp(tok, "intra_gbs") == 0 || strcmp(tok, "inter_gbit") == 0 ||
-                   strcmp(tok, "inter_eff") == 0;
+                   strcmp(tok, "inter_eff") == 0 || strcmp(tok, "nvme_read_gbs") == 0 || strcmp(tok, "nvme_write_gbs") == 0 ||
+                   strcmp(tok, "pcie_gbs") == 0 || strcmp(tok, "pcie_eff") == 0 || strcmp(tok, "host_gbs") == 0 || strcmp(tok, "host_gib") == 0;
         int count = strcmp(tok, "rpn") == 0 || strcmp(tok, "cores") == 0 || strcmp(tok, "threads") == 0 || strcmp(tok, "hosts_here") == 0;
-        int fraction = strcmp(tok, "gemm_eff") == 0 || strcmp(tok, "inter_eff") == 0;
+        int fraction = strcmp(tok, "gemm_eff") == 0 || strcmp(tok, "inter_eff") == 0 || strcmp(tok, "pcie_eff") == 0;
         if (rate && !(v > 0.0)) {
             fprintf(stderr, "error: --plan %s: %s=%s is not positive; expected a number > 0\n", spec, tok, eq + 1);
             return -1;
@@ -203,9 +231,16 @@ static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
         else if (strcmp(tok, "hosts_here") == 0) m->hosts_here = (int)v;
         else if (strcmp(tok, "quant_gbs") == 0) m->quant_bw = v * 1e9;
         else if (strcmp(tok, "net_cpu_ns") == 0) m->net_cpu = v * 1e-9;
+        else if (strcmp(tok, "nvme_read_gbs") == 0) { m->nvme_read_bw = v * 1e9; m->nvme_given = 1; }
+        else if (strcmp(tok, "nvme_write_gbs") == 0) { m->nvme_write_bw = v * 1e9; m->nvme_given = 1; }
+        else if (strcmp(tok, "pcie_gbs") == 0) m->pcie_bw = v * 1e9;
+        else if (strcmp(tok, "pcie_eff") == 0) m->pcie_eff = v;
+        else if (strcmp(tok, "host_gbs") == 0) m->host_bw = v * 1e9;
+        else if (strcmp(tok, "host_gib") == 0) m->host_memory = v * 1073741824.0;
         else {
             fprintf(stderr, "error: --plan %s: unknown key '%s'; expected peak_tflops, gemm_eff, mem_gbs, mem_gib, reserve_gib, "
-                    "rpn, intra_gbs, intra_us, inter_gbit, inter_us, inter_eff, cores, threads, hosts_here, quant_gbs or net_cpu_ns\n", spec, tok);
+                    "rpn, intra_gbs, intra_us, inter_gbit, inter_us, inter_eff, cores, threads, hosts_here, quant_gbs, net_cpu_ns, nvme_read_gbs, "
+                    "nvme_write_gbs, pcie_gbs, pcie_eff, host_gbs or host_gib\n", spec, tok);
             return -1;
         }
     }

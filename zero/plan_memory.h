@@ -35,6 +35,13 @@ typedef struct {
     size_t state_formula; // zero_state_bytes_formula (fp32) or zero_state_bytes_formula_mixed (GPU)
 } PlanBytes;
 
+// Bytes as GiB or MiB, for the tables.
+static const char* plan_gib(double bytes, char* buf, size_t cap) {
+    if (bytes >= 1073741824.0) snprintf(buf, cap, "%.2f GiB", bytes / 1073741824.0);
+    else snprintf(buf, cap, "%.1f MiB", bytes / 1048576.0);
+    return buf;
+}
+
 // Bytes per rank of `stage` at `layout` (built for pm->world_size ranks).
 static PlanBytes plan_stage_bytes(const PlanModel* pm, const ParamLayout* layout, int stage) {
     PlanBytes b;

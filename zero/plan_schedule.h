@@ -30,6 +30,9 @@
  * a queue whose head progresses at the rate of the moment, and a collective's completion is
  * known once the simulation gets there (a pending one is a handle, done < 0, until a wait or
  * the compute's advance completes it). Without net_cpu both rates are its one time, as before.
+ * An op may carry a not_before (GPU -zo: a gather behind its unit's updated slice going up): the
+ * link idles until then. Offload's host<->device copies and disk (zero/plan_offload.h) are their
+ * own queues of known times; a copy behind a collective takes its time from plan_done.
  */
 #ifndef ZERO_PLAN_SCHEDULE_H
 #define ZERO_PLAN_SCHEDULE_H
@@ -37,16 +40,31 @@
 #error "zero/plan_schedule.h is part of the ZeRO engine; include zero.cuh"
 #endif
 
-typedef struct { int unit; double done; long long age; double dequantize_s; } PlanSlot; // dequantize_s: ZeRO++ qwZ, at first use
+// dequantize_s: ZeRO++ qwZ, at first use; read_done, pending: stage 3 -zp nvme, the shard's read
+// (the gather starts at the next engine call once it is back)
+typedef struct { int unit; double done; long long age; double dequantize_s, read_done; int pending; } PlanSlot;
+
+// Offload (zero/plan_offload.h, after this file): the disk, the host<->device link and the
+// optimizer's pieces, simulated beside the engine's schedule through these hooks.
+typedef struct PlanOffload PlanOffload;
+typedef struct PlanSim PlanSim;
+static void plan_off_backward(PlanSim* s);                            // backward's first unit ready on the last micro-step
+static void plan_off_grads_final(PlanSim* s, int unit, double done);  // GPU -zo: the unit's final gradient slice goes down
+static double plan_off_params_up(const PlanSim* s, int unit);         // GPU -zo: when the unit's updated slice is up
+static int plan_off_gather(PlanSim* s, PlanSlot* w, int unit);        // stage 3 -zp: the shard read or copied first; 0: plain
+static void plan_off_start_gathers(PlanSim* s, const PlanSlot* upto); // stage 3 -zp nvme: gathers whose reads are back
+static void plan_off_sim_begin(PlanSim* s);                           // its state for three steps (nothing without offload)
+static void plan_off_step_mark(PlanSim* s);                           // a step begins: its offload numbers count from here
 
 // A collective on the link: its time alone and beside the ranks' compute, the fraction of the
-// compute rate its CPU takes meanwhile, how far it got (0..1), and when it began and completed.
+// compute rate its CPU takes meanwhile, how far it got (0..1), when it began and completed, and
+// the time before which it cannot begin (a stream waiting on an event: the link idles until then).
 typedef struct {
-    double alone_s, computing_s, cpu_fraction, progress, begin, done;
+    double alone_s, computing_s, cpu_fraction, progress, begin, done, not_before;
     int kind, unit, step, complete; long long elements; const char* what;
 } PlanLinkOp;
 
-typedef struct {
+struct PlanSim {
     int stage, num_units, L;
     const ParamLayout* layout;
     const PlanNet* net;
@@ -69,7 +87,9 @@ typedef struct {
     PlanLinkOp* ops; int op_count, op_capacity, op_head; // the link's collectives in issue order; op_head: the first pending
     double link_t;       // the link's clock (kept at t after every call)
     double net_cpu_s;    // compute time the network stack's CPU took (the stretch), over the simulation
-} PlanSim;
+    const PlanOffload* off; // -zo/-zp (zero/plan_offload.h); NULL: plain
+    struct PlanOffloadSim* os; // its disk, copy link and pieces
+};
 
 static void plan_sim_trace_what(PlanSim* s, int kind, int phase, int unit, int op_kind, double begin, double end, long long elements,
                                 const char* what) {
@@ -86,11 +106,17 @@ static void plan_sim_trace(PlanSim* s, int kind, int phase, int unit, int op_kin
 /*
  * Run the link from link_t to `until` (computing: the ranks compute meanwhile, so each
  * collective moves at its rate beside compute; else alone). Completes what gets done and records
- * its span. `until` = INFINITY with stop >= 0: run (alone) until op `stop` is complete.
+ * its span. `until` = INFINITY with stop >= 0: run (alone) until op `stop` is complete. A head op
+ * whose not_before is ahead holds the link idle until then (the ones behind it wait too).
  */
 static void plan_link_run(PlanSim* s, double until, int computing, int stop) {
     while (s->op_head < s->op_count) {
         PlanLinkOp* op = &s->ops[s->op_head];
+        if (op->not_before > s->link_t) {
+            if (until < op->not_before) break;
+            s->link_t = op->not_before;
+            op->begin = op->not_before;
+        }
         double total = computing ? op->computing_s : op->alone_s;
         double left = (1.0 - op->progress) * total;
         if (s->link_t + left <= until) { // (a collective of no time completes at once)
@@ -126,9 +152,11 @@ static double plan_done(PlanSim* s, double done) {
     return s->ops[i].done;
 }
 
-// A collective of `seconds` (its ring time alone) issued now: the link serves it after the ones
-// before it. Returns its handle.
-static double plan_issue_what(PlanSim* s, ZeroOpKind kind, int unit, double seconds, long long elements, const char* what) {
+// A collective of `seconds` (its ring time alone) issued now, not to begin before not_before (a
+// stream waiting on an event; 0: none): the link serves it after the ones before it. Returns its
+// handle.
+static double plan_issue_after(PlanSim* s, ZeroOpKind kind, int unit, double seconds, long long elements, const char* what,
+                               double not_before) {
     s->sent += elements;
     double bytes = (double)elements * s->net->element_bytes;
     // Beside compute its bytes move at beta_compute instead of beta (zero/plan_comm.h).
@@ -144,9 +172,13 @@ static double plan_issue_what(PlanSim* s, ZeroOpKind kind, int unit, double seco
     op->computing_s = computing_s;
     op->cpu_fraction = plan_net_cpu_fraction(s->net, bytes, computing_s);
     op->kind = kind; op->unit = unit; op->elements = elements; op->what = what; op->step = s->step;
-    op->begin = s->t; // the link is at t: if it is busy, begin is set when this one reaches the head
+    op->not_before = not_before;
+    op->begin = fmax(s->t, not_before); // the link is at t: if it is busy, begin is set when this one reaches the head
     s->op_count++;
     return plan_handle(s->op_count - 1);
+}
+static double plan_issue_what(PlanSim* s, ZeroOpKind kind, int unit, double seconds, long long elements, const char* what) {
+    return plan_issue_after(s, kind, unit, seconds, elements, what, 0.0);
 }
 static double plan_issue(PlanSim* s, ZeroOpKind kind, int unit, double seconds, long long elements) {
     return plan_issue_what(s, kind, unit, seconds, elements, NULL);
@@ -173,6 +205,12 @@ static void plan_compute(PlanSim* s, int phase, int unit, double seconds) {
     while (work > 0.0) {
         if (s->op_head >= s->op_count) { s->t += work; s->link_t = s->t; break; } // the link is idle
         PlanLinkOp* op = &s->ops[s->op_head];
+        if (op->not_before > s->t) { // the link idles until its head may begin: compute at its full rate meanwhile
+            if (work >= op->not_before - s->t) { work -= op->not_before - s->t; s->t = op->not_before; }
+            else { s->t += work; work = 0.0; }
+            plan_link_run(s, s->t, 1, -1);
+            continue;
+        }
         double rate = 1.0 - op->cpu_fraction, left = (1.0 - op->progress) * op->computing_s;
         if (rate > 0.0 && work / rate <= left) { s->t += work / rate; work = 0.0; plan_link_run(s, s->t, 1, -1); }
         else { s->t += left; work -= left * rate; plan_link_run(s, s->t, 1, -1); }
@@ -195,7 +233,8 @@ static PlanSlot* plan_find(PlanSlot* w, int unit) {
 
 // zero_work_take's rule: the first free working unit (all are the largest unit's size, wte being chunked).
 static PlanSlot* plan_take(PlanSim* s, PlanSlot* w, int unit) {
-    for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (w[i].unit == -1) { w[i].unit = unit; w[i].age = ++s->clock; return &w[i]; }
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++)
+        if (w[i].unit == -1) { w[i].unit = unit; w[i].age = ++s->clock; w[i].pending = 0; return &w[i]; }
     return NULL;
 }
 
@@ -215,8 +254,9 @@ static PlanSlot* plan_gather(PlanSim* s, int unit) {
         w->done = plan_issue_what(s, s->backward ? ZERO_OP_GROUP_ALL_GATHER : ZERO_OP_ALL_GATHER, unit, link_s, elements, what);
         return w;
     }
-    w->done = plan_issue(s, ZERO_OP_ALL_GATHER, unit, plan_ring_seconds(s->net, n, s->net->N - 1, 0),
-                         zero_ring_all_gather_elements(n, s->net->N));
+    if (plan_off_gather(s, w, unit)) return w; // -zp: the shard from the host or NVMe first
+    w->done = plan_issue_after(s, ZERO_OP_ALL_GATHER, unit, plan_ring_seconds(s->net, n, s->net->N - 1, 0),
+                               zero_ring_all_gather_elements(n, s->net->N), NULL, plan_off_params_up(s, unit));
     return w;
 }
 
@@ -224,6 +264,7 @@ static void plan_params(PlanSim* s, int unit) { // zero_params_unit
     if (s->stage == 3) {
         PlanSlot* w = plan_find(s->param_work, unit);
         if (w == NULL) w = plan_gather(s, unit);
+        if (w != NULL && w->pending) plan_off_start_gathers(s, w);
         if (w != NULL) plan_wait(s, w->done, ZERO_OP_ALL_GATHER, unit);
         if (w != NULL) { plan_quantize(s, unit, w->dequantize_s); w->dequantize_s = 0.0; } // ZeRO++ qwZ: once, at first use
     } else if (s->stage == 1 || s->stage == 2) {
@@ -239,6 +280,7 @@ static void plan_prefetch(PlanSim* s, int unit) { // zero_params_prefetch
 static void plan_params_done(PlanSim* s, int unit) { // zero_params_unit_done
     PlanSlot* w = s->stage == 3 ? plan_find(s->param_work, unit) : NULL;
     if (w != NULL) w->unit = -1;
+    if (s->stage == 3) plan_off_start_gathers(s, NULL);
 }
 
 static void plan_grad_finish(PlanSim* s, PlanSlot* w) { // zero_grad_work_finish
@@ -301,6 +343,7 @@ static void plan_grads_partly_ready(PlanSim* s, int unit, int last_micro_step) {
 static void plan_grads_ready(PlanSim* s, int unit, int last_micro_step) { // zero_grads_unit_ready
     size_t n = plan_unit_numel(s, unit);
     int N = s->net->N;
+    if (last_micro_step) plan_off_backward(s); // -zo/-zp nvme: the optimizer's first reads
     if (s->stage == 0 && last_micro_step)
         s->grad_done[unit] = plan_issue(s, ZERO_OP_ALL_REDUCE, unit, plan_ring_seconds(s->net, n, 2 * (N - 1), N - 1),
                                         zero_ring_all_reduce_elements(n, N));
@@ -309,6 +352,10 @@ static void plan_grads_ready(PlanSim* s, int unit, int last_micro_step) { // zer
                                         zero_ring_reduce_scatter_elements(n, N));
     else if (s->stage >= 2)
         plan_grads_reduce(s, unit);
+    if (last_micro_step && s->stage >= 1) { // GPU -zo: the final slice goes down once reduced
+        PlanSlot* w = s->stage >= 2 ? plan_find(s->grad_work, unit) : NULL;
+        plan_off_grads_final(s, unit, s->stage == 1 ? s->grad_done[unit] : w != NULL ? w->done : s->t);
+    }
 }
 
 typedef struct {
@@ -316,13 +363,21 @@ typedef struct {
     long long sent_elements; // per rank per step, summed over the simulated schedule's collectives
     double quantize_s;       // ZeRO++'s (de)quantize passes on the compute side (not in compute_s)
     double net_cpu_s;        // of the step's compute side (compute_s, the shard adds, zeroing, quantize), the time the network stack's CPU took
+    // -zo/-zp (zero/plan_offload.h), the third step: the disk's and the host<->device link's busy
+    // time, compute waiting for them (in exposed_s too), the checksums' compute time (in compute_s)
+    double disk_s, copy_s, io_exposed_s, copy_exposed_s, checksum_s;
 } PlanStep;
+static void plan_off_sim_end(PlanSim* s, PlanStep* r); // the offload's numbers of the last step, its state freed
 
 typedef struct {
     double fwd[256 + 2], bwd[256 + 2], head_fwd, head_bwd, optimizer_per_element;
     double zero_grads_per_element; // the gradients' memset before a step (cpu: measured; else 0)
     double scalar_s;
 } PlanTimes;
+
+// -zo/-zp (zero/plan_offload.h): the unit's AdamW on `owned` elements through the NVMe stream or on
+// the host, its compute time into *busy; 0 (nothing done) when nothing is offloaded.
+static int plan_off_update(PlanSim* s, const PlanTimes* tm, int unit, size_t owned, double* busy);
 
 // Wte's vocab chunk k's share of the vocabulary rows (its part of the encoder's and LM head's work).
 static double plan_wte_share(const ParamLayout* layout, int k) {
@@ -416,10 +471,16 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
         const ParamUnit* pu = &s->layout->units[u];
         size_t owned = s->stage == 0 ? pu->padded_numel : pu->shard_numel;
         size_t grads = s->stage <= 1 ? pu->padded_numel : pu->shard_numel; // the gradient buffer the next step zeroes
-        PLAN_RUN(ZERO_TRACE_OPTIMIZER, u, (double)owned * tm->optimizer_per_element + (double)grads * tm->zero_grads_per_element);
+        double update_s;
+        if (plan_off_update(s, tm, u, owned, &update_s)) { // -zo/-zp: AdamW through the NVMe stream or on the host
+            busy += update_s;
+            PLAN_RUN(ZERO_TRACE_OPTIMIZER, u, (double)grads * tm->zero_grads_per_element);
+        } else {
+            PLAN_RUN(ZERO_TRACE_OPTIMIZER, u, (double)owned * tm->optimizer_per_element + (double)grads * tm->zero_grads_per_element);
+        }
         if (s->stage == 1 || s->stage == 2)
-            s->param_done[u] = plan_issue(s, ZERO_OP_ALL_GATHER, u, plan_ring_seconds(s->net, pu->padded_numel, N - 1, 0),
-                                          zero_ring_all_gather_elements(pu->padded_numel, N));
+            s->param_done[u] = plan_issue_after(s, ZERO_OP_ALL_GATHER, u, plan_ring_seconds(s->net, pu->padded_numel, N - 1, 0),
+                                                zero_ring_all_gather_elements(pu->padded_numel, N), NULL, plan_off_params_up(s, u));
     }
     plan_wait(s, s->t + tm->scalar_s, ZERO_OP_SCALAR_ALL_REDUCE, -1); // mean loss
 #undef PLAN_RUN
@@ -432,7 +493,7 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
  */
 static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNet* net, const PlanTimes* tm, int A,
                               double shard_add_bytes_per_element, double mem_bw, long long tied_block, const PlanPP* pp,
-                              ZeroTraceEvent* trace, int capacity, int* count) {
+                              const PlanOffload* off, ZeroTraceEvent* trace, int capacity, int* count) {
     PlanSim s;
     memset(&s, 0, sizeof(s));
     s.stage = stage;
@@ -449,12 +510,15 @@ static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNe
     s.trace = trace;
     s.trace_capacity = capacity;
     s.pp = pp;
+    s.off = off;
+    plan_off_sim_begin(&s);
     s.tied_block = stage <= 1 && net->N > 1 ? tied_block : 0;
     PlanStep r = {0};
     for (int step = 1; step <= 3; step++) {
         s.step = step;
         double begin = s.t, exposed0 = s.exposed, busy0 = s.comm_busy, quantize0 = s.quantize_s, net_cpu0 = s.net_cpu_s, compute = 0.0;
         long long sent0 = s.sent;
+        plan_off_step_mark(&s);
         plan_sim_trace(&s, ZERO_TRACE_EV_STEP, 0, -1, 0, begin, begin, 0); // placeholder, end set below
         int step_event = s.trace_count - 1;
         plan_sim_step(&s, tm, A, &compute);
@@ -470,6 +534,7 @@ static PlanStep plan_simulate(int stage, const ParamLayout* layout, const PlanNe
     }
     if (s.op_count > 0) plan_link_run(&s, INFINITY, 0, s.op_count - 1); // what is still on the link, for the timeline
     if (count) *count = s.trace_count;
+    plan_off_sim_end(&s, &r);
     free(s.grad_done);
     free(s.param_done);
     free(s.ops);
