@@ -70,6 +70,7 @@ struct PlanSim {
     const PlanNet* net;
     double t, step_begin;
     double exposed, comm_busy;
+    double compute_busy; // seconds the compute side spent computing (the compute column; excludes ZeRO++'s quantize_s)
     long long sent;
     double* grad_done;   // stages 0, 1: each unit's gradient collective completes
     double* param_done;  // stages 1, 2: each unit's all-gather completes
@@ -219,11 +220,19 @@ static void plan_compute(PlanSim* s, int phase, int unit, double seconds) {
     s->net_cpu_s += s->t - begin - seconds;
 }
 
+// The compute column's work: plan_compute, its time (stretched by the stack's CPU) counted as compute.
+static void plan_compute_counted(PlanSim* s, int phase, int unit, double seconds) {
+    double t0 = s->t;
+    plan_compute(s, phase, unit, seconds);
+    s->compute_busy += s->t - t0;
+}
+
 // ZeRO++'s quantize and dequantize passes on the compute side (CPU build).
 static void plan_quantize(PlanSim* s, int unit, double seconds) {
     if (seconds <= 0) return;
+    double t0 = s->t;
     plan_compute(s, s->backward ? ZERO_TRACE_BACKWARD : ZERO_TRACE_FORWARD, unit, seconds);
-    s->quantize_s += seconds;
+    s->quantize_s += s->t - t0; // stretched like compute beside a collective, so step = compute + quantize + exposed
 }
 
 static PlanSlot* plan_find(PlanSlot* w, int unit) {
@@ -286,7 +295,7 @@ static void plan_params_done(PlanSim* s, int unit) { // zero_params_unit_done
 static void plan_grad_finish(PlanSim* s, PlanSlot* w) { // zero_grad_work_finish
     plan_wait(s, w->done, ZERO_OP_REDUCE_SCATTER, w->unit);
     if (s->shard_add_bytes_per_element > 0)
-        plan_compute(s, ZERO_TRACE_BACKWARD, w->unit, (double)s->layout->units[w->unit].shard_numel * s->shard_add_bytes_per_element / s->mem_bw);
+        plan_compute_counted(s, ZERO_TRACE_BACKWARD, w->unit, (double)s->layout->units[w->unit].shard_numel * s->shard_add_bytes_per_element / s->mem_bw);
     w->unit = -1;
 }
 
@@ -301,7 +310,7 @@ static void plan_grads(PlanSim* s, int unit) { // zero_grads_unit (stages 2, 3: 
         plan_take(s, s->grad_work, unit);
     }
     if (s->zero_work_per_element > 0) // the engine zeroes the working unit it hands out
-        plan_compute(s, ZERO_TRACE_BACKWARD, unit, (double)s->layout->units[unit].padded_numel * s->zero_work_per_element);
+        plan_compute_counted(s, ZERO_TRACE_BACKWARD, unit, (double)s->layout->units[unit].padded_numel * s->zero_work_per_element);
 }
 
 /*
@@ -389,8 +398,8 @@ static double plan_wte_share(const ParamLayout* layout, int k) {
 static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* compute_s) {
     const ParamLayout* layout = s->layout;
     int L = s->L, final_unit = L + 1, N = s->net->N, K = layout->num_wte_units;
-    double busy = 0.0;
-#define PLAN_RUN(phase, unit, seconds) do { double t0_ = s->t; plan_compute(s, phase, unit, seconds); busy += s->t - t0_; } while (0)
+    double busy0 = s->compute_busy;
+#define PLAN_RUN(phase, unit, seconds) plan_compute_counted(s, phase, unit, seconds)
     for (int micro = 0; micro < A; micro++) {
         int last = micro == A - 1;
         s->backward = 0; // zero_pp_pass(z, 0)
@@ -473,7 +482,7 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
         size_t grads = s->stage <= 1 ? pu->padded_numel : pu->shard_numel; // the gradient buffer the next step zeroes
         double update_s;
         if (plan_off_update(s, tm, u, owned, &update_s)) { // -zo/-zp: AdamW through the NVMe stream or on the host
-            busy += update_s;
+            s->compute_busy += update_s;
             PLAN_RUN(ZERO_TRACE_OPTIMIZER, u, (double)grads * tm->zero_grads_per_element);
         } else {
             PLAN_RUN(ZERO_TRACE_OPTIMIZER, u, (double)owned * tm->optimizer_per_element + (double)grads * tm->zero_grads_per_element);
@@ -484,7 +493,7 @@ static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* comput
     }
     plan_wait(s, s->t + tm->scalar_s, ZERO_OP_SCALAR_ALL_REDUCE, -1); // mean loss
 #undef PLAN_RUN
-    *compute_s = busy;
+    *compute_s = s->compute_busy - busy0;
 }
 
 /*
