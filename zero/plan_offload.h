@@ -114,9 +114,9 @@ static void plan_off_wait(PlanSim* s, double done, int unit, int io) {
 }
 
 static void plan_off_checksum(PlanSim* s, int unit, double bytes) {
-    double seconds = bytes * s->off->checksum_s_per_byte;
+    double seconds = bytes * s->off->checksum_s_per_byte, t0 = s->t;
     plan_compute(s, ZERO_TRACE_OPTIMIZER, unit, seconds);
-    s->os->checksum_s += seconds;
+    s->os->checksum_s += s->t - t0; // stretched beside a collective like compute (the columns add up to the step)
 }
 
 // ---- the optimizer's stream of pieces ----
@@ -155,9 +155,9 @@ static int plan_off_update(PlanSim* s, const PlanTimes* tm, int unit, size_t own
             plan_off_wait(s, os->slot_read[slot], unit, 1);
             plan_off_checksum(s, unit, off->piece_bytes[q]);
         }
-        double seconds = (double)(hi - lo) * per_element; // owned = the shard at stages 1-3
+        double seconds = (double)(hi - lo) * per_element, t0 = s->t; // owned = the shard at stages 1-3
         plan_compute(s, ZERO_TRACE_OPTIMIZER, unit, seconds);
-        *busy += seconds;
+        *busy += s->t - t0;
         if (off->o.active) {
             int q = os->seq, slot = q % ZERO_OFFLOAD_SLOTS;
             plan_off_checksum(s, unit, off->piece_bytes[q]);
