@@ -412,14 +412,27 @@ static void plan_print_offload(const PlanModel* pm, const PlanMachine* m, const 
     double disk_free = -1.0;
     struct statvfs vfs;
     if (f->dir != NULL && statvfs(f->dir, &vfs) == 0) disk_free = (double)vfs.f_bavail * vfs.f_frsize;
-    PlanMachine mm = *m; // cpu with -zd: the disk's rates measured there now (a scratch file of 32 MiB)
+    // cpu with -zd: the disk's rates measured there now, on a scratch file of 1 GiB, or the size of
+    // this machine's ranks' offload files together if larger (up to 4 GiB), and at most half the
+    // free space. A short probe sees the virtual disk's bursts: measured here (AMD EPYC VM, ext4 on
+    // /dev/vda), 32-232 MiB probes read 0.63-1.1 GB/s from one plan to the next, 1 GiB ones 0.62-0.73,
+    // and the runs' rows predict best at 0.7 (dev/bench/offload_plan_check.sh: 15 of 16 within 20%
+    // given 0.7, 11 with this probe, 8 with one the size of the files). About 3 x its bytes of I/O (~6 s at 0.7 GB/s).
+    PlanMachine mm = *m;
+    ZeroOffload probe_layout;
+    zero_offload_layout(&probe_layout, layout, f->optimizer, f->params);
+    double probe_want = fmin(fmax((double)probe_layout.file_bytes * disk_ranks, (double)(1 << 30)), 4.0 * (1 << 30));
+    if (disk_free >= 0 && probe_want > disk_free / 2) probe_want = disk_free / 2;
+    size_t probe_bytes = (size_t)probe_want;
+    zero_offload_layout_free(&probe_layout);
     char disk_how[160];
     snprintf(disk_how, sizeof(disk_how), "%s", cpu ? "dev/bench/nvme_bench.sh's io_uring depth-2 read and rewrite on this machine" :
              m->nvme_given ? "given" : "assumed");
     double probe_s = 0.0;
-    if (cpu && !pm->has_master && f->dir != NULL && !m->nvme_given &&
-        plan_offload_measure_disk(f->dir, (size_t)32 << 20, &mm.nvme_read_bw, &mm.nvme_write_bw, &probe_s) == 0)
-        snprintf(disk_how, sizeof(disk_how), "measured now in -zd: 32 MiB rewritten and read, 4 MiB requests at depth 2, %.2f s", probe_s);
+    if (cpu && !pm->has_master && f->dir != NULL && !m->nvme_given && probe_bytes >= ((size_t)32 << 20) &&
+        plan_offload_measure_disk(f->dir, probe_bytes, &mm.nvme_read_bw, &mm.nvme_write_bw, &probe_s) == 0)
+        snprintf(disk_how, sizeof(disk_how), "measured now in -zd: %.0f MiB rewritten and read, 4 MiB requests at depth 2, %.2f s",
+                 (double)probe_bytes / (1 << 20), probe_s);
     if (m->nvme_given) snprintf(disk_how, sizeof(disk_how), "given");
     m = &mm;
     char buf[10][32];
