@@ -323,6 +323,10 @@ if unshare -m true 2>/dev/null; then
     check plan_trace_full_disk_one_line_exit1_no_file test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -tr $ZT/full/p.plan.stage0.json: writing the trace failed (No space left on device)" <<<"$out"):$(grep '^left:' <<<"$out")" = "1:1:1:left: "
     out=$(timeout 120 "${MPIRUN[@]}" -np 2 unshare -m sh -c "$INFULL" "$ZT/full" "${TRUN[@]}" -tr "$ZT/full/t.json" -ts 1-3 2>&1); rc=$?
     check trace_full_disk_np2_one_line_exit1_no_file test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -tr $ZT/full/t.rank[01].json: writing the trace failed (No space left on device)" <<<"$out"):$(grep -c '^step ' <<<"$out"):$(grep '^left:' <<<"$out" | sort -u)" = "1:1:1:3:left: "
+    # The disk probe (cpu, -zd, zero/plan_offload.h) takes at most half the free space and leaves
+    # nothing: an 80 MiB tmpfs gets a 40 MiB probe, its rates printed as measured, no file left.
+    out=$(timeout 120 unshare -m sh -c "${INFULL/size=16k/size=80m}" "$ZT/full" "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/full" 2>&1); rc=$?
+    check plan_disk_probe_half_the_free_space_nothing_left test "$rc:$(grep -c 'measured now in -zd: 40 MiB rewritten and read' <<<"$out"):$(grep -c '^plan_offload_json' <<<"$out"):$(grep '^left:' <<<"$out")" = "0:1:3:left: "
 else
     echo "SKIP trace_full_disk: unshare -m is not available here (needs root)"
 fi
