@@ -15,6 +15,7 @@
  */
 #ifndef COMMON_ARGS_H
 #define COMMON_ARGS_H
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -203,10 +204,12 @@ static void train_args_defaults(TrainArgs* a) {
 // -ts "FIRST-LAST" or "STEP" into steps from 1; returns 0, or -1 when malformed.
 static int train_args_trace_steps(const char* text, int* first, int* last) {
     char* end = NULL;
+    if (!isdigit((unsigned char)text[0])) return -1; // strtol would take " 2" and "+2"
     long a = strtol(text, &end, 10), b = a;
     if (end == text) return -1;
     if (*end == '-') {
         const char* rest = end + 1;
+        if (!isdigit((unsigned char)rest[0])) return -1;
         b = strtol(rest, &end, 10);
         if (end == rest) return -1;
     }

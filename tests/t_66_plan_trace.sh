@@ -264,6 +264,11 @@ fi
 # 6. Bad flags.
 check_fails trace_bad_name "error: -tr $ZT/t.txt: not a .json file name" build/train_gpt2_z0 -e d2 -t 8 -x 1 -v 0 -i "$ZT/train.bin" -tr "$ZT/t.txt"
 check_fails trace_bad_steps "error: -ts 3-2: not a step range" build/train_gpt2_z0 -e d2 -t 8 -x 1 -i "$ZT/train.bin" -tr "$ZT/t.json" -ts 3-2
+i=0; for ts in " 2-3" "2- 3" "+2" "2-+3"; do # strtol alone takes leading blanks and signs
+    i=$((i + 1)); check_fails "trace_bad_steps_blank_or_sign_$i" "error: -ts $ts: not a step range" build/train_gpt2_z0 -e d2 -t 8 -x 1 -i "$ZT/train.bin" -tr "$ZT/t.json" -ts "$ts"
+done
+out=$(build/train_gpt2_z0 --plan h100 -e d2 -t 8 -np 1 2>&1)
+check plan_one_rank_singular grep -q "| 1 rank on 1 node (1 per node)" <<<"$out"
 check_fails plan_unknown_machine "error: --plan a100: unknown machine 'a100'" build/train_gpt2_z0 --plan a100 -e d2
 check_fails plan_bad_override "error: --plan h100,gemm_eff: 'gemm_eff' is not key=number" build/train_gpt2_z0 --plan h100,gemm_eff -e d2
 check_fails plan_world_without_plan "error: -np: only plans take a world" build/train_gpt2_z0 -e d2 -np 8

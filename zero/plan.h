@@ -211,9 +211,9 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
         snprintf(how, sizeof(how), ", measured with %d ranks running at once on these cores", m->rank_rates_ranks);
     else if (share < 1.0)
         snprintf(how, sizeof(how), ", cores shared");
-    fprintf(out, "plan: per rank %s matmul (%.2f of %s peak%s), %.1f GB/s memory, %s per device | %d ranks on %d node%s (%d per node)\n",
+    fprintf(out, "plan: per rank %s matmul (%.2f of %s peak%s), %.1f GB/s memory, %s per device | %d rank%s on %d node%s (%d per node)\n",
             plan_rate(flops, buf[1], 32), flops / m->peak_flops, plan_rate(m->peak_flops, buf[2], 32), how,
-            mem_bw / 1e9, plan_gib(m->memory, buf[0], sizeof(buf[0])), N, net.nodes, net.nodes > 1 ? "s" : "", rpn);
+            mem_bw / 1e9, plan_gib(m->memory, buf[0], sizeof(buf[0])), N, N > 1 ? "s" : "", net.nodes, net.nodes > 1 ? "s" : "", rpn);
     fprintf(out, "plan: ring step: alpha %.1f us, beta %.2f GB/s%s; GEMM and attention products per micro-step %.2f ms (%.3g GFLOP)\n", net.alpha * 1e6,
             net.beta / 1e9, net.beta < net.beta_link ? " (the node's cores bound it: the network stack's CPU)" :
             net.nodes > 1 ? " (the node's inter-node bandwidth bounds it)" : " (within a node)",
