@@ -116,6 +116,19 @@ static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
 #if ZERO_GPU_BUILD
         if (zero_offload_gpu_check_args(&oa, err, sizeof(err)) != 0) { fprintf(stderr, "%s\n", err); return 1; }
 #endif
+        // A -zd the run would refuse (zero_offload_setup) is refused here too, not planned with the
+        // bench's rates: it must be a directory the files (and the disk probe) can be created in.
+        struct stat st;
+        const char* why = NULL;
+        if (a->offload_dir != NULL) {
+            if (stat(a->offload_dir, &st) != 0) why = strerror(errno);
+            else if (!S_ISDIR(st.st_mode)) why = "not a directory";
+            else if (access(a->offload_dir, W_OK | X_OK) != 0) why = strerror(errno); // EROFS on a read-only mount, root too
+        }
+        if (why != NULL) {
+            fprintf(stderr, "error: -zd %s: %s; expected an existing, writable directory (on an NVMe disk)\n", a->offload_dir, why);
+            return 1;
+        }
     }
     return plan_print(&pm, &m, a->init, a->trace_path, &pp, &off, stdout);
 }

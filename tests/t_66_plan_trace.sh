@@ -315,6 +315,14 @@ one_error plan_reserve_above_memory_refused "^error: --plan: the reserve, 1000.0
 one_error plan_model_file_is_directory_refused "^error: $ZT: cannot read model file \(Is a directory\)" build/train_gpt2_z0 -e "$ZT" -t 8 --plan h100 -np 2
 one_error plan_under_mpirun_refused "^error: --plan: started as 2 tasks \(OMPI_COMM_WORLD_SIZE\); expected one process" "${MPIRUN[@]}" -np 2 "${PLAN[@]}" --plan h100 -np 8
 one_error plan_cpu_too_many_ranks_sharing_refused "^error: --plan cpu: 100000 ranks would share this machine's [0-9]+ cores; expected at most 64" "${PLAN[@]}" --plan cpu -np 100000
+# The offload rows' hostile pass (issue 16, h16): a -zd the run would refuse is refused by the plan
+# too (before: planned with the bench's rates, "the free space in -zd: not known (no -zd)", and a
+# file's disk reported as free space); machine keys past [1e-6, 1e6] (before: "NVMe inf GB/s read",
+# a row of 10^200 ms).
+one_error plan_offload_dir_missing_refused "^error: -zd $ZT/none: No such file or directory; expected an existing, writable directory" \
+    "${PLAN[@]}" --plan h100 -np 8 -zo nvme -zd "$ZT/none"
+one_error plan_offload_dir_is_file_refused "^error: -zd $ZT/train.bin: not a directory; expected an existing, writable directory" \
+    "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/train.bin"
 # Nothing fits: the rows are the answer, exit 1 has its one error line.
 out=$("${PLAN[@]}" --plan h100,mem_gib=2.01 -np 8 2>&1); rc=$?
 check plan_nothing_fits_exit1_one_line test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c '^error: --plan: no stage fits' <<<"$out"):$(grep -c '^plan_json' <<<"$out")" = "1:1:1:4"
@@ -332,6 +340,9 @@ if unshare -m true 2>/dev/null; then
     # nothing: an 80 MiB tmpfs gets a 40 MiB probe, its rates printed as measured, no file left.
     out=$(timeout 120 unshare -m sh -c "${INFULL/size=16k/size=80m}" "$ZT/full" "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/full" 2>&1); rc=$?
     check plan_disk_probe_half_the_free_space_nothing_left test "$rc:$(grep -c 'measured now in -zd: 40 MiB rewritten and read' <<<"$out"):$(grep -c '^plan_offload_json' <<<"$out"):$(grep '^left:' <<<"$out")" = "0:1:3:left: "
+    # -zd read-only (a tmpfs mounted ro; access() says EROFS to root too): one line, exit 1, before any row.
+    out=$(timeout 120 unshare -m sh -c "${INFULL/size=16k/size=1m,ro}" "$ZT/full" "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/full" 2>&1); rc=$?
+    check plan_offload_dir_read_only_refused test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -zd $ZT/full: Read-only file system; expected an existing, writable directory" <<<"$out"):$(grep -c '^plan_json' <<<"$out")" = "1:1:1:0"
 else
     echo "SKIP trace_full_disk: unshare -m is not available here (needs root)"
 fi
