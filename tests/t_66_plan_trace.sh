@@ -323,6 +323,12 @@ one_error plan_offload_dir_missing_refused "^error: -zd $ZT/none: No such file o
     "${PLAN[@]}" --plan h100 -np 8 -zo nvme -zd "$ZT/none"
 one_error plan_offload_dir_is_file_refused "^error: -zd $ZT/train.bin: not a directory; expected an existing, writable directory" \
     "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/train.bin"
+one_error plan_override_huge_rate_refused "^error: --plan cpu,nvme_read_gbs=1e300: nvme_read_gbs=1e300 is out of range; expected a number in \[1e-6, 1e6\]" \
+    "${PLAN[@]}" --plan cpu,nvme_read_gbs=1e300 -np 1 -zo nvme -zd "$ZT"
+one_error plan_override_tiny_fraction_refused "^error: --plan h100,pcie_eff=1e-300: pcie_eff=1e-300 is out of range; expected a number in \[1e-6, 1\]" \
+    "${PLAN[@]}" --plan h100,pcie_eff=1e-300 -np 8 -zo cpu
+one_error plan_override_huge_latency_refused "^error: --plan h100,inter_us=1e300: inter_us=1e300 is out of range; expected a number in \[0, 1e6\]" \
+    "${PLAN[@]}" --plan h100,inter_us=1e300 -np 16
 # Nothing fits: the rows are the answer, exit 1 has its one error line.
 out=$("${PLAN[@]}" --plan h100,mem_gib=2.01 -np 8 2>&1); rc=$?
 check plan_nothing_fits_exit1_one_line test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c '^error: --plan: no stage fits' <<<"$out"):$(grep -c '^plan_json' <<<"$out")" = "1:1:1:4"

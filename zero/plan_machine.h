@@ -201,6 +201,13 @@ static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
             fprintf(stderr, "error: --plan %s: %s=%s is above 1; expected a fraction in (0, 1]\n", spec, tok, eq + 1);
             return -1;
         }
+        // Past 1e6 of its unit (GB/s, Gbit/s, TFLOP/s, GiB, us, ns) a value overflows to an inf rate or
+        // time; a rate under 1e-6 prints step times of 1e300 ms: both refused, not planned.
+        if (!count && (v > 1e6 || (rate && v < 1e-6))) {
+            fprintf(stderr, "error: --plan %s: %s=%s is out of range; expected a number in [%s, %s]\n", spec, tok, eq + 1, rate ? "1e-6" : "0",
+                    fraction ? "1" : "1e6");
+            return -1;
+        }
         if (count && (v != floor(v) || v < 0.0 || v > 1048576.0)) {
             fprintf(stderr, "error: --plan %s: %s=%s is not a count; expected an integer in [0, 1048576]\n", spec, tok, eq + 1);
             return -1;
