@@ -329,6 +329,14 @@ one_error plan_override_tiny_fraction_refused "^error: --plan h100,pcie_eff=1e-3
     "${PLAN[@]}" --plan h100,pcie_eff=1e-300 -np 8 -zo cpu
 one_error plan_override_huge_latency_refused "^error: --plan h100,inter_us=1e300: inter_us=1e300 is out of range; expected a number in \[0, 1e6\]" \
     "${PLAN[@]}" --plan h100,inter_us=1e300 -np 16
+# A plan stopped in its disk probe leaves no scratch file (it is unlinked once open: measured
+# before, SIGTERM left the 1 GiB zero_plan_probe_PID.bin in -zd). Killed as soon as the probe's fd shows.
+mkdir -p "$ZT/probe_kill"
+"${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/probe_kill" >"$ZT/probe_kill.out" 2>&1 & probe_pid=$!
+seen=""
+for i in $(seq 1 300); do seen=$(ls -l "/proc/$probe_pid/fd" 2>/dev/null | grep -o 'zero_plan_probe_.*'); [ -n "$seen" ] && break; sleep 0.05; done
+kill -TERM "$probe_pid" 2>/dev/null; wait "$probe_pid"; rc=$?
+check plan_disk_probe_sigterm_leaves_nothing test "$rc:$seen:$(ls -A "$ZT/probe_kill")" = "143:zero_plan_probe_$probe_pid.bin (deleted):"
 # Nothing fits: the rows are the answer, exit 1 has its one error line.
 out=$("${PLAN[@]}" --plan h100,mem_gib=2.01 -np 8 2>&1); rc=$?
 check plan_nothing_fits_exit1_one_line test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c '^error: --plan: no stage fits' <<<"$out"):$(grep -c '^plan_json' <<<"$out")" = "1:1:1:4"
@@ -349,6 +357,14 @@ if unshare -m true 2>/dev/null; then
     # -zd read-only (a tmpfs mounted ro; access() says EROFS to root too): one line, exit 1, before any row.
     out=$(timeout 120 unshare -m sh -c "${INFULL/size=16k/size=1m,ro}" "$ZT/full" "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/full" 2>&1); rc=$?
     check plan_offload_dir_read_only_refused test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -zd $ZT/full: Read-only file system; expected an existing, writable directory" <<<"$out"):$(grep -c '^plan_json' <<<"$out")" = "1:1:1:0"
+    # Under 64 MiB free (a 16 MiB tmpfs, smaller than d2's files): no probe, and the header says so
+    # (before: silently the bench's rates); the rows say the files do not fit; nothing left.
+    out=$(timeout 120 unshare -m sh -c "${INFULL/size=16k/size=16m}" "$ZT/full" "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/full" 2>&1); rc=$?
+    check plan_offload_tiny_disk_no_probe_rows_do_not_fit test "$rc:$(grep -c 'no probe in -zd: under 64 MiB free' <<<"$out"):$(grep -c '^plan_offload_json.*"fits":false' <<<"$out"):$(grep -c '| NO (disk) |' <<<"$out"):$(grep '^left:' <<<"$out")" = "0:1:3:3:left: "
+    # Two plans probing one -zd at once (an 80 MiB tmpfs): each its own file, both measured, nothing left.
+    TWO='mount -t tmpfs -o size=80m tmpfs "$0" || exit 9; "$@" >"$0.a" 2>&1 & a=$!; "$@" >"$0.b" 2>&1; b=$?; wait $a; echo "rc: $? $b left: $(ls -A "$0" | tr "\n" " ")"'
+    out=$(timeout 120 unshare -m sh -c "$TWO" "$ZT/full" "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/full" 2>&1)
+    check plan_disk_probe_two_at_once_nothing_left test "$out:$(cat "$ZT/full.a" "$ZT/full.b" | grep -c 'measured now in -zd')" = "rc: 0 0 left: :2"
 else
     echo "SKIP trace_full_disk: unshare -m is not available here (needs root)"
 fi

@@ -339,16 +339,21 @@ static void plan_offload_free(PlanOffload* off) {
  * a scratch file of `bytes` (4 MiB requests, 2 in flight, O_DIRECT where granted, through
  * zero/nvme_io.h's io_uring engine), written once into its fallocated extents (as a run's first
  * step), then timed rewriting it (every later step's write-back) and reading it. About 3 x bytes
- * of I/O. Returns 0 with the rates (bytes/s) and the time taken, -1 if the file cannot be made.
+ * of I/O. Returns 0 with the rates (bytes/s) and the time taken, or -errno if the file cannot be
+ * made, reserved or written (nothing is left in dir either way).
  */
 static int plan_offload_measure_disk(const char* dir, size_t bytes, double* read_bw, double* write_bw, double* seconds) {
     char path[4400];
     snprintf(path, sizeof(path), "%s/zero_plan_probe_%ld.bin", dir, (long)getpid());
     int direct = 0, fd = nvme_open(path, &direct);
-    if (fd < 0) return -1;
+    if (fd < 0) return -errno;
+    // Unlinked at once: the file has no name while it is measured, so a plan stopped in the probe
+    // (SIGINT, SIGTERM, SIGKILL) leaves nothing behind; its blocks go back when the fd closes.
+    unlink(path);
     size_t req = (size_t)4 << 20;
     bytes = bytes < 2 * req ? 2 * req : bytes / req * req;
-    if (posix_fallocate(fd, 0, (off_t)bytes) != 0) { close(fd); unlink(path); return -1; }
+    int rc = posix_fallocate(fd, 0, (off_t)bytes);
+    if (rc != 0) { close(fd); return -rc; }
     char* buf[2] = {(char*)nvme_alloc(req, "plan disk probe"), (char*)nvme_alloc(req, "plan disk probe")};
     NvmeIO io;
     memset(&io, 0, sizeof(io));
@@ -368,9 +373,8 @@ static int plan_offload_measure_disk(const char* dir, size_t bytes, double* read
     }
     nvme_io_free(&io);
     close(fd);
-    unlink(path);
     free(buf[0]); free(buf[1]);
-    if (error) return -1;
+    if (error) return -EIO;
     *write_bw = (double)bytes / t[1];
     *read_bw = (double)bytes / t[2];
     *seconds = zero_clock() - begin;
@@ -425,14 +429,21 @@ static void plan_print_offload(const PlanModel* pm, const PlanMachine* m, const 
     if (disk_free >= 0 && probe_want > disk_free / 2) probe_want = disk_free / 2;
     size_t probe_bytes = (size_t)probe_want;
     zero_offload_layout_free(&probe_layout);
-    char disk_how[160];
+    char disk_how[256];
     snprintf(disk_how, sizeof(disk_how), "%s", cpu ? "dev/bench/nvme_bench.sh's io_uring depth-2 read and rewrite on this machine" :
              m->nvme_given ? "given" : "assumed");
     double probe_s = 0.0;
-    if (cpu && !pm->has_master && f->dir != NULL && !m->nvme_given && probe_bytes >= ((size_t)32 << 20) &&
-        plan_offload_measure_disk(f->dir, probe_bytes, &mm.nvme_read_bw, &mm.nvme_write_bw, &probe_s) == 0)
-        snprintf(disk_how, sizeof(disk_how), "measured now in -zd: %.0f MiB rewritten and read, 4 MiB requests at depth 2, %.2f s",
-                 (double)probe_bytes / (1 << 20), probe_s);
+    if (cpu && !pm->has_master && f->dir != NULL && !m->nvme_given) {
+        // Too little room for a probe, or one that failed (another job filled the disk): said in
+        // the header, the bench's rates used, never silently.
+        int rc = probe_bytes >= ((size_t)32 << 20) ? plan_offload_measure_disk(f->dir, probe_bytes, &mm.nvme_read_bw, &mm.nvme_write_bw, &probe_s) : 1;
+        if (rc == 0)
+            snprintf(disk_how, sizeof(disk_how), "measured now in -zd: %.0f MiB rewritten and read, 4 MiB requests at depth 2, %.2f s",
+                     (double)probe_bytes / (1 << 20), probe_s);
+        else
+            snprintf(disk_how, sizeof(disk_how), "dev/bench/nvme_bench.sh's io_uring depth-2 read and rewrite on this machine; %s%s",
+                     rc > 0 ? "no probe in -zd: under 64 MiB free" : "the probe in -zd failed: ", rc > 0 ? "" : strerror(-rc));
+    }
     if (m->nvme_given) snprintf(disk_how, sizeof(disk_how), "given");
     m = &mm;
     char buf[10][32];
@@ -446,7 +457,7 @@ static void plan_print_offload(const PlanModel* pm, const PlanMachine* m, const 
                 "parameter; the node's %.0f GB/s, assumed, shared by %d)",
                 m->pcie_bw * m->pcie_eff / 1e9, m->pcie_bw / 1e9, m->pcie_eff, m->host_bw / rpn / 1e9, m->host_bw / 1e9, rpn);
     fprintf(out, "; checksums %.1f GB/s (%s); the free space in -zd: %s\n", checksum_bw / 1e9, pm->has_master ? "the host rate" : "measured now",
-            disk_free >= 0 ? plan_gib(disk_free, buf[0], 32) : "not known (no -zd)");
+            disk_free >= 0 ? plan_gib(disk_free, buf[0], 32) : f->dir ? "not known (statvfs failed)" : "not known (no -zd)");
     fprintf(out, "%-5s | %-22s | %-10s | %-10s | %-10s | %-9s | %-4s | %-21s | %-21s | %9s | %9s | %10s | %9s | %9s | %10s | %6s\n", "stage",
             "offload", pm->has_master ? "device" : "RAM", "host", "NVMe file", "staging", "fits", "NVMe read/written", "down/up (host)",
             "disk", "copies", "exposed io", "step", "vs plain", "tokens/s", "MFU");
