@@ -115,6 +115,13 @@ static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
         if (zero_offload_check_args(&oa, off.stage >= 0 ? off.stage : 3, err, sizeof(err)) != 0) { fprintf(stderr, "%s\n", err); return 1; }
 #if ZERO_GPU_BUILD
         if (zero_offload_gpu_check_args(&oa, err, sizeof(err)) != 0) { fprintf(stderr, "%s\n", err); return 1; }
+        // The cpu machine has no host<->device link and no host AdamW rate (the host is the device):
+        // the GPU build's rows would divide by its 0 GB/s (they printed -nan ms). Given both, they plan.
+        if (m.pcie_bw <= 0.0 || m.host_bw <= 0.0) {
+            fprintf(stderr, "error: --plan %s: the GPU build's offload rows need a host<->device and a host AdamW rate; "
+                    "expected pcie_gbs= and host_gbs= with it (or h100, h200)\n", a->plan_machine);
+            return 1;
+        }
 #endif
         // A -zd the run would refuse (zero_offload_setup) is refused here too, not planned with the
         // bench's rates: it must be a directory the files (and the disk probe) can be created in.

@@ -329,6 +329,14 @@ one_error plan_override_tiny_fraction_refused "^error: --plan h100,pcie_eff=1e-3
     "${PLAN[@]}" --plan h100,pcie_eff=1e-300 -np 8 -zo cpu
 one_error plan_override_huge_latency_refused "^error: --plan h100,inter_us=1e300: inter_us=1e300 is out of range; expected a number in \[0, 1e6\]" \
     "${PLAN[@]}" --plan h100,inter_us=1e300 -np 16
+# The GPU build's offload rows on the cpu machine (no host<->device link: pcie 0, host AdamW 0):
+# refused (before: rows of -nan ms, "step_ms":-nan); with both rates given they plan.
+if [ -x build/emu/train_gpt2cu_z3 ]; then
+    one_error plan_gpu_offload_on_cpu_machine_refused "^error: --plan cpu: the GPU build's offload rows need a host<->device and a host AdamW rate; expected pcie_gbs= and host_gbs=" \
+        build/emu/train_gpt2cu_z3 -e d2 -t 8 --plan cpu -np 2 -zo cpu
+    out=$(timeout 120 build/emu/train_gpt2cu_z3 -e d2 -t 8 --plan cpu,pcie_gbs=10,host_gbs=10 -np 2 -zo cpu 2>&1); rc=$?
+    check plan_gpu_offload_on_cpu_machine_with_rates_plans test "$rc:$(grep -c '^plan_offload_json' <<<"$out"):$(grep -ci 'nan' <<<"$out")" = "0:3:0"
+fi
 # A plan stopped in its disk probe leaves no scratch file (it is unlinked once open: measured
 # before, SIGTERM left the 1 GiB zero_plan_probe_PID.bin in -zd). Killed as soon as the probe's fd shows.
 mkdir -p "$ZT/probe_kill"
