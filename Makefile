@@ -2,7 +2,7 @@
 #   make train_gpt2 test_gpt2     CPU build
 #   make test                     build and run every test group (tests/run_all.sh)
 #   ZERO_STAGE=0|1|2|3            compile-time ZeRO stage (default 0)
-#   NO_USE_MPI=auto|0|1           1: build without Open MPI (one process, zero/mpi_single.h);
+#   NO_USE_MPI=auto|0|1           1: build without Open MPI (one process, zero/cluster/mpi_single.h);
 #                                 auto (default): 1 where no working mpicc is found
 CC ?= gcc
 ZERO_STAGE ?= 0
@@ -46,7 +46,7 @@ LDLIBS = $(BLAS_LDLIBS) -lm
 # Open MPI: the trainer links it (it runs as a singleton without mpirun), and every binary that
 # includes zero.cuh needs its header, so its flags go to all; train_gpt2 builds with mpicc.
 # Without Open MPI (no working mpicc, or NO_USE_MPI=1) every binary builds with $(CC) against
-# zero/mpi_single.h instead: one process, world size 1; a launch of several tasks is an error.
+# zero/cluster/mpi_single.h instead: one process, world size 1; a launch of several tasks is an error.
 MPICC ?= mpicc
 NO_USE_MPI ?= auto
 MPI_FOUND := $(shell $(MPICC) --showme:compile >/dev/null 2>&1 && echo 1)
@@ -63,7 +63,7 @@ endif
 CFLAGS += $(MPI_CFLAGS)
 LDLIBS += $(MPI_LDLIBS)
 # liburing (Debian's liburing-dev, scripts/setup.sh): the io_uring backend of the NVMe offload I/O
-# (zero/nvme_io.h); without it the engine does its I/O on worker threads.
+# (zero/offload/nvme_io.h); without it the engine does its I/O on worker threads.
 LIBURING := $(if $(wildcard /usr/include/liburing.h),1,0)
 IO_LDLIBS := $(if $(filter 1,$(LIBURING)),-luring) -lpthread
 ifeq ($(LIBURING),1)
@@ -75,13 +75,15 @@ NOMPI_CFLAGS = $(filter-out $(MPI_CFLAGS),$(CFLAGS)) -DZERO_NO_MPI=1
 BUILD = build
 
 # Headers every CPU binary depends on (so a header edit rebuilds).
-CPU_HEADERS = $(wildcard common/*.h cpu/*.h zero/*.h zero.cuh) $(BUILD)/blas_stamp
+# Every header a trainer may include: the handshake hash and make's dependencies cover all of them.
+SOURCE_HEADER_GLOBS = common/*.h cpu/*.h zero/*.h zero/*/*.h plan/*.h train/*.h zero.cuh
+CPU_HEADERS = $(wildcard $(SOURCE_HEADER_GLOBS)) $(BUILD)/blas_stamp
 # A change of BLAS (make BLAS=..., or scipy-openblas32 installed) rebuilds every CPU binary.
 $(BUILD)/blas_stamp: FORCE
 	@mkdir -p $(BUILD); echo "$(BLAS) $(BLAS_LDLIBS)" | cmp -s - $@ || echo "$(BLAS) $(BLAS_LDLIBS)" > $@
-# The build's "version" in the start-up handshake (zero/handshake.h): a hash of the sources, so
+# The build's "version" in the start-up handshake (zero/cluster/handshake.h): a hash of the sources, so
 # that ranks built from different sources are told apart, and the same sources built on two hosts match.
-ZERO_SOURCE_HASH := $(shell cat train_gpt2.c $(sort $(wildcard common/*.h cpu/*.h zero/*.h zero.cuh)) 2>/dev/null | sha256sum | cut -c1-16)
+ZERO_SOURCE_HASH := $(shell cat train_gpt2.c $(sort $(wildcard $(SOURCE_HEADER_GLOBS))) 2>/dev/null | sha256sum | cut -c1-16)
 CFLAGS += -DZERO_SOURCE_HASH=\"$(ZERO_SOURCE_HASH)\"
 
 .PHONY: all test clean
@@ -168,6 +170,6 @@ $(BUILD)/quant_grad_blocks: dev/bench/quant_grad_blocks.c train_gpt2.c $(CPU_HEA
 $(BUILD)/adamw_bench: dev/bench/adamw_bench.c cpu/adamw.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)
-$(BUILD)/nvme_bench: dev/bench/nvme_bench.c zero/nvme_io.h
+$(BUILD)/nvme_bench: dev/bench/nvme_bench.c zero/offload/nvme_io.h
 	@mkdir -p $(BUILD)
 	$(CC) $(CFLAGS) $< -o $@ $(LDLIBS)

@@ -4,7 +4,7 @@
 #                                                        ZERO_COMM=mpi: host-staged MPI collectives
 #                                                        instead of NCCL (several ranks on one GPU);
 #                                                        NO_USE_MPI=1: one GPU, no MPI, no NCCL
-#                                                        (zero/mpi_single.h); auto (default): that,
+#                                                        (zero/cluster/mpi_single.h); auto (default): that,
 #                                                        where neither mpicc nor MPI_HOME is found;
 #                                                        USE_CUDNN=1: attention through cuDNN's fused
 #                                                        SDPA instead of the own flash kernels (headers
@@ -118,7 +118,7 @@ CUDA_NO_MPI := $(if $(filter auto,$(NO_USE_MPI)),$(if $(strip $(CUDA_MPI_CFLAGS)
 NOMPI_FLAGS = -DZERO_NO_MPI=1
 
 CUDA_LDLIBS = $(CUBLAS_LIB) $(NCCL_LIB) $(CUDA_MPI_LDFLAGS) -lgomp -lm
-# The host-staged MPI backend (zero/engine_gpu.cuh) needs no NCCL at all; one process neither.
+# The host-staged MPI backend (zero/gpu/engine_gpu.cuh) needs no NCCL at all; one process neither.
 CUDA_LDLIBS_MPI = $(CUBLAS_LIB) $(CUDA_MPI_LDFLAGS) -lgomp -lm
 CUDA_LDLIBS_NOMPI = $(CUBLAS_LIB) -lgomp -lm
 ifeq ($(CUDA_NO_MPI),1)
@@ -140,7 +140,8 @@ KERNEL_TEST_LDLIBS = $(CUBLAS_LIB) \
     $(if $(OPENBLAS_LIBDIR),$(call home_lib,$(OPENBLAS_LIBDIR),openblas),\
         $(if $(OPENBLAS_OPENMP_DIR),-L$(OPENBLAS_OPENMP_DIR) -Xlinker -rpath=$(OPENBLAS_OPENMP_DIR)) -lopenblas) -lgomp -lm
 
-CUDA_HEADERS = $(wildcard kernels/*.cuh kernels/*.h common/*.h common/*.cuh cpu/*.h zero/*.h zero/*.cuh) zero.cuh
+CUDA_HEADERS = $(wildcard kernels/*.cuh kernels/*.h common/*.h common/*.cuh cpu/*.h zero/*.h zero/*.cuh \
+                           zero/*/*.h zero/*/*.cuh plan/*.h train/*.h) zero.cuh
 
 .PHONY: cuda_check test_kernels
 

@@ -67,7 +67,7 @@ $(EMU_BUILD)/train_gpt2cu_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DEMU_NCCL=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/train_gpt2.cu -x none \
 		-o $@ $(EMU_LDLIBS)
 
-# Without MPI (zero/mpi_single.h): no mpicc flags, no MPI library.
+# Without MPI (zero/cluster/mpi_single.h): no mpicc flags, no MPI library.
 $(EMU_BUILD)/train_gpt2cu_nompi_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DZERO_NO_MPI=1 -x c++ $(EMU_SRC)/train_gpt2.cu -x none -o $@ $(BLAS_LDLIBS) -lm
 

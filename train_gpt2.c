@@ -23,7 +23,7 @@
 #include <omp.h>
 
 #include "common/args.h"
-#include "common/checkpoint.h"
+#include "common/model_file.h"
 #include "common/dataloader.h"
 #include "common/gpt2_config.h"
 #include "common/init.h"
@@ -32,7 +32,7 @@
 #include "common/schedule.h"
 #include "common/test_fault.h"
 #include "common/tokenizer.h"
-#include "common/zero_checkpoint.h"
+#include "common/state_file.h"
 #include "cpu/attention.h"
 #include "cpu/classifier.h"
 #include "cpu/encoder.h"
@@ -41,12 +41,12 @@
 #include "cpu/matmul.h"
 #include "cpu/residual.h"
 #include "zero.cuh"
-#include "common/train_setup.h" // after zero.cuh: starts the ranks through it
-#include "common/noise_scale.h" // the GNS meter's glue to the engine: after zero.cuh
-#include "common/batch_schedule_trainer.h" // the batch schedule's glue: after noise_scale.h
-#include "common/plan_setup.h"  // --plan: after zero.cuh
-#include "cpu/measure.h"        // the cpu machine's measured rates, for --plan
-#include "cpu/measure_ops.h"    // its non-GEMM ops measured at the model's shapes, for --plan
+#include "train/train_setup.h" // after zero.cuh: starts the ranks through it
+#include "train/noise_scale.h" // the GNS meter's glue to the engine: after zero.cuh
+#include "train/batch_schedule_trainer.h" // the batch schedule's glue: after noise_scale.h
+#include "plan/plan_setup.h"  // --plan: after zero.cuh
+#include "plan/measure.h"        // the cpu machine's measured rates, for --plan
+#include "plan/measure_ops.h"    // its non-GEMM ops measured at the model's shapes, for --plan
 
 // ----------------------------------------------------------------------------
 // Activations: everything forward keeps for backward, sized for (B, T).
@@ -211,7 +211,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     int K = layout->num_wte_units;
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
-        zero_trace_compute(z, ZERO_TRACE_FORWARD, wte_unit(layout, k)); // -tr: each unit's span (zero/trace.h)
+        zero_trace_compute(z, ZERO_TRACE_FORWARD, wte_unit(layout, k)); // -tr: each unit's span (zero/trace/trace.h)
         float* emb = zero_params_unit(z, wte_unit(layout, k));
         zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_LAYER(0));
         if (k == 0) encoder_forward_positions(a->encoded, emb + wpe_offset, B, T, C);
@@ -324,7 +324,7 @@ static void gpt2_backward(GPT2* model, const int* targets, int B, int T, float d
     // with forward's softmax statistics, dlnf += dlogits wte_k and dwte_k += dlogits^T lnf. The
     // engine reduces dwte_k's LM-head part at once except the rows of this micro-batch's tokens,
     // which the encoder adds to at the end (zero_grads_unit_partly_ready; stages 0, 1 on the last
-    // micro-step start the chunk's reduction here too, zero/tied_rows_cpu.h).
+    // micro-step start the chunk's reduction here too, zero/tied_rows/tied_rows_cpu.h).
     int K = layout->num_wte_units;
     int num_tokens = distinct_tokens(model->token_rows, model->inputs, BT), token = 0;
     zero_pp_pass(z, 1); // ZeRO++: the gathers from here on serve backward (forward switched before its last prefetch)
@@ -540,7 +540,7 @@ static void report_train_step(const StepReport* r, const GradientNoiseScale* gns
                   noise_scale_train_fields(gns_fields, sizeof(gns_fields), gns));
 }
 
-// ZeRO++ (zero/zeropp.h): this rank's bytes sent this step within its host and to other hosts,
+// ZeRO++ (zero/zeropp/zeropp.h): this rank's bytes sent this step within its host and to other hosts,
 // beside the formula, as a line after the step line and a "zeropp" log record (config: the formulas).
 static void report_zeropp_step(const ZeroEngine* z, int step, int grad_accum_steps, Logger* logger, int print) {
     long long within, across, within_formula, across_formula;
@@ -617,13 +617,13 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
 }
 
 /*
- * --plan (zero/plan.h): what the fp32 CPU build stores and does, beside the plan's model and
+ * --plan (plan/plan.h): what the fp32 CPU build stores and does, beside the plan's model and
  * machine. Activations: this trainer's buffers (gpt2_activation_sizes). Attention: the B x NH x
  * T x T probabilities are stored; backward runs 4 T x T products; both in 64-row query blocks.
  * Optimizer per owned element: AdamW reads p, g, m, v and writes p, m, v (28 bytes), the
  * 1/world_size average reads and writes g (8), the norm reads it (4). The cpu machine: this
  * CPU's sgemm rate at the model's shapes and memory bandwidth, measured now on the trainer's
- * threads (cpu/measure.h), its cores and memory; and when several ranks share these cores (a
+ * threads (plan/measure.h), its cores and memory; and when several ranks share these cores (a
  * node's ranks, times hosts_here simulated nodes), the rates one rank gets while they all run,
  * measured with that many processes at once: the rates the plan's compute uses.
  */
@@ -676,7 +676,7 @@ static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine
     omp_set_num_threads(threads); // one rank alone on its threads
     double measured_flops = measure_sgemm_flops(rows, c->channels, c->padded_vocab_size, R, c->num_layers);
     double measured_bw = measure_memory_bandwidth();
-    MeasureOps ops; // the rest of the step's work, timed alone on these threads (cpu/measure_ops.h)
+    MeasureOps ops; // the rest of the step's work, timed alone on these threads (plan/measure_ops.h)
     int ops_measured = m->peak_flops == 0.0 && m->mem_bw == 0.0 &&
                        measure_ops(pm->B, pm->T, c->channels, c->num_heads, c->padded_vocab_size, R, N, &ops) == 0;
     if (ops_measured) {
@@ -709,7 +709,7 @@ static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine
 
 #ifndef TESTING
 int main(int argc, char** argv) {
-    // Flags, ranks, batch arithmetic, output dir, the checkpoint to resume: common/train_setup.h.
+    // Flags, ranks, batch arithmetic, output dir, the checkpoint to resume: train/train_setup.h.
     TrainRun run;
     train_run_start(&run, &argc, &argv);
     if (run.args.plan_machine != NULL) return plan_run(&run.args, gpt2_plan_fill); // --plan: no training
@@ -757,7 +757,7 @@ int main(int argc, char** argv) {
     if (rank == 0) print_run_config(&args, &model, run.init, &train_loader, do_val,
                                     grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, batch, &logger);
 
-    int trace_first, trace_last; // -tr: the timeline of steps -ts (zero/trace.h)
+    int trace_first, trace_last; // -tr: the timeline of steps -ts (zero/trace/trace.h)
     train_args_trace_steps(args.trace_steps, &trace_first, &trace_last);
     zero_trace_check_steps(args.trace_path, args.trace_steps, trace_first, trace_last, start_step, max_steps);
     zero_trace_open(z, args.trace_path, trace_first, trace_last, grad_accum_steps);

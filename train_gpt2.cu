@@ -13,13 +13,13 @@
  * rank, and NCCL carries all gradient and parameter traffic on a dedicated stream.
  *
  * ZeRO (compile-time ZERO_STAGE, DESIGN.md "Stages"): the engine is zero.cuh, the same as the
- * CPU trainer's; under nvcc its model-facing functions come from zero/engine_gpu.cuh. The model code
+ * CPU trainer's; under nvcc its model-facing functions come from zero/gpu/engine_gpu.cuh. The model code
  * below makes the CPU trainer's calls in the same places (zero_params_unit / _prefetch /
  * _unit_done in forward and backward, zero_grads_unit / _ready in backward, zero_step_begin and
  * zero_optimizer_step around them); the engine runs the kernels' side on z->compute and one
  * collective per unit on z->comm, started behind an event as backward finishes the unit.
  * Checkpoints, -y 1 resume and the -wt collective timeout are the engine's too (zero.cuh).
- * The gradient noise scale meter (common/noise_scale.h: the gns step-line field and log fields)
+ * The gradient noise scale meter (train/noise_scale.h: the gns step-line field and log fields)
  * and the ZERO_TEST_FAULT hooks (common/test_fault.h) are the CPU trainer's, shared.
  *
  * Shapes: B micro-batch, T sequence length, C channels, NH heads, L layers, Vp padded vocab.
@@ -36,7 +36,7 @@
 #include <cuda_runtime.h>
 
 #include "common/args.h"
-#include "common/checkpoint.h"
+#include "common/model_file.h"
 #include "common/dataloader.h"
 #include "common/gpt2_config.h"
 #include "common/init.h"
@@ -45,12 +45,12 @@
 #include "common/schedule.h"
 #include "common/test_fault.h"
 #include "common/tokenizer.h"
-#include "common/zero_checkpoint.h"
+#include "common/state_file.h"
 #include "zero.cuh"
-#include "common/train_setup.h" // after zero.cuh: starts the ranks through it
-#include "common/noise_scale.h" // the GNS meter's glue to the engine, shared with train_gpt2.c: after zero.cuh
-#include "common/batch_schedule_trainer.h" // the batch schedule's glue, shared with train_gpt2.c: after noise_scale.h
-#include "common/plan_setup.h"  // --plan: after zero.cuh
+#include "train/train_setup.h" // after zero.cuh: starts the ranks through it
+#include "train/noise_scale.h" // the GNS meter's glue to the engine, shared with train_gpt2.c: after zero.cuh
+#include "train/batch_schedule_trainer.h" // the batch schedule's glue, shared with train_gpt2.c: after noise_scale.h
+#include "plan/plan_setup.h"  // --plan: after zero.cuh
 
 #include "common/cuda_utils.cuh"
 #include "common/op_timer.cuh"
@@ -414,7 +414,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     zero_pp_pass(z, 0); // ZeRO++: the gathers below serve forward (qwZ)
     for (int k = 0; k < K; k++) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
-        zero_trace_compute(z, ZERO_TRACE_FORWARD, wte_unit(layout, k)); // -tr: each unit's span (zero/trace.h)
+        zero_trace_compute(z, ZERO_TRACE_FORWARD, wte_unit(layout, k)); // -tr: each unit's span (zero/trace/trace.h)
         OP_MARK(model, OP_ENGINE);
         bf16* emb = zero_params_unit(z, wte_unit(layout, k));
         zero_params_prefetch(z, k + 1 < K ? wte_unit(layout, k + 1) : UNIT_LAYER(0));
@@ -716,7 +716,7 @@ static void gpt2_sample(GPT2* model, Tokenizer* tokenizer, int gen_tokens, uint6
 #define MFU_FORMULA_TEXT "6N + 6LCT FLOPs per token (llm.c's count)"
 static double flops_per_token(const GPT2* model, int T) {
     const GPT2Config* c = &model->config;
-    return plan_flops_per_token(model->layout.num_parameters, c->num_layers, c->channels, T); // zero/plan.h
+    return plan_flops_per_token(model->layout.num_parameters, c->num_layers, c->channels, T); // plan/plan.h
 }
 
 static float gpt2_val_loss(GPT2* model, DataLoader* val_loader, int val_steps) {
@@ -818,7 +818,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
 }
 
 /*
- * --plan (zero/plan.h): what the GPU build stores and does. Activations: this trainer's device
+ * --plan (plan/plan.h): what the GPU build stores and does. Activations: this trainer's device
  * buffers (gpt2_activation_bytes). Attention: flash-style, no T x T matrix, 64-row tiles, 5
  * products in backward (S recomputed). Optimizer per owned element: the norm reads the fp32
  * gradient (4 bytes), AdamW reads gradient, master, m, v and writes master, m, v and the bf16
@@ -864,7 +864,7 @@ typedef struct {
  * batch would report it), the norm, the GNS meter's update, the step line and the log record.
  * Step time is device time: from the previous step's end to this one's (so a gap the host left
  * shows), or from its own start after a host sync. Then the batch schedule's decision for the
- * step after it (common/batch_schedule_trainer.h: it needs this step's meter update; a no-op for
+ * step after it (train/batch_schedule_trainer.h: it needs this step's meter update; a no-op for
  * a fixed batch). Returns 0 when the run must stop (a non-finite loss or norm: every rank sees the
  * same all-reduced values, so every rank stops).
  */
@@ -922,7 +922,7 @@ static int finish_step(GPT2* model, StepPending* p, BatchSchedule* batch, Gradie
 
 #ifndef TESTING
 int main(int argc, char** argv) {
-    // Flags, ranks, batch arithmetic, output dir, the checkpoint to resume: common/train_setup.h.
+    // Flags, ranks, batch arithmetic, output dir, the checkpoint to resume: train/train_setup.h.
     TrainRun run;
     train_run_start(&run, &argc, &argv);
     if (run.args.plan_machine != NULL) return plan_run(&run.args, gpt2_plan_fill); // --plan: no training, no GPU
@@ -975,13 +975,13 @@ int main(int argc, char** argv) {
     op_timer_init(&model.timer, args.op_timing_steps, start_step + 3, (32 * model.config.num_layers + 48) * grad_accum_steps + 64,
                   z->compute);
 
-    GradientNoiseScale gns; // common/noise_scale.h: which gradients the engine measures, per stage
+    GradientNoiseScale gns; // train/noise_scale.h: which gradients the engine measures, per stage
     noise_scale_setup(&gns, args.gns_beta, B, T, world_size, grad_accum_steps, total_batch_tokens);
     noise_scale_restore(&gns, &saved_gns, rank); // resume: the EMAs go on where the checkpoint left them
     if (rank == 0) print_run_config(&args, &model, run.init, &train_loader, do_val,
                                     grad_accum_steps, total_batch_tokens, max_steps, start_step, &gns, batch, &logger);
 
-    int trace_first, trace_last; // -tr: the timeline of steps -ts (zero/trace.h)
+    int trace_first, trace_last; // -tr: the timeline of steps -ts (zero/trace/trace.h)
     train_args_trace_steps(args.trace_steps, &trace_first, &trace_last);
     zero_trace_check_steps(args.trace_path, args.trace_steps, trace_first, trace_last, start_step, max_steps);
     zero_trace_open(z, args.trace_path, trace_first, trace_last, grad_accum_steps);

@@ -3,45 +3,45 @@
  * header the trainers include. Its parts live in zero/, one concern a file, included below in
  * this order (each needs only the ones above it):
  *
- *   zero/mpi_single.h   without Open MPI only (ZERO_NO_MPI): <mpi.h>'s calls for one process
+ *   zero/cluster/mpi_single.h   without Open MPI only (ZERO_NO_MPI): <mpi.h>'s calls for one process
  *   zero/layout.h       shard layout and DESIGN.md's formulas (bytes per rank, elements sent)
- *   zero/nvme_io.h      asynchronous file I/O for the NVMe placement (io_uring or worker threads)
+ *   zero/offload/nvme_io.h      asynchronous file I/O for the NVMe placement (io_uring or worker threads)
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, placement, ZeroEngine
- *   zero/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
- *   zero/cluster.h      this rank, its host, every rank's host; what it is waiting for now
+ *   zero/cluster/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
+ *   zero/cluster/cluster.h      this rank, its host, every rank's host; what it is waiting for now
  *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
- *   zero/trace.h        the per-rank timeline of chosen steps (-tr): Chrome trace-event JSON
+ *   zero/trace/trace.h        the per-rank timeline of chosen steps (-tr): Chrome trace-event JSON
  *   zero/comm_mpi.h     communication over MPI: the engine's MPI calls, the -wt timeout, aborting ranks
  *   zero/comm_ring.h    the unit collectives as rings over MPI point-to-point (bytes = formula)
- *   zero/faults.h       each rank's line when the job ends under it; the lost-host check
- *   zero/handshake.h    start-up across hosts, bounded by -wt: fingerprint, agreement, broadcasts
- *   zero/run_lock.h     one output dir, one run: the lock
+ *   zero/cluster/faults.h       each rank's line when the job ends under it; the lost-host check
+ *   zero/cluster/handshake.h    start-up across hosts, bounded by -wt: fingerprint, agreement, broadcasts
+ *   zero/cluster/run_lock.h     one output dir, one run: the lock
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
- *   zero/offload.h      ZeRO-Offload / ZeRO-Infinity: optimizer state and parameter shard on the
+ *   zero/offload/offload.h      ZeRO-Offload / ZeRO-Infinity: optimizer state and parameter shard on the
  *                       host or on NVMe (-zo, -zp, -zd), their file regions, staging, the NVMe stream
- *   zero/offload_accounting.h offload's bytes per rank and per step (NVMe, host<->device), printed
+ *   zero/offload/offload_accounting.h offload's bytes per rank and per step (NVMe, host<->device), printed
  *                       beside the formulas
- *   zero/zeropp.h       ZeRO++ (CPU build; flags and formulas for both): int8 forward all-gather
+ *   zero/zeropp/zeropp.h       ZeRO++ (CPU build; flags and formulas for both): int8 forward all-gather
  *                       (qwZ), secondary shard for backward within a host (hpZ), int4 two-level
  *                       gradient all-to-all (qgZ)
- *   zero/tied_rows_cpu.h CPU stages 0, 1: wte's units reduced after the LM head, the encoder's rows all-gathered
+ *   zero/tied_rows/tied_rows_cpu.h CPU stages 0, 1: wte's units reduced after the LM head, the encoder's rows all-gathered
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
- *   zero/plan_machine.h the planner's machine: presets (h100, h200, cpu) and overrides
- *   zero/plan_memory.h  the planner's bytes per rank at each stage, from the engine's functions
- *   zero/plan_compute.h the planner's work per unit: FLOPs and element-wise bytes; MFU's numerator
- *   zero/plan_comm.h    the planner's ring collective times (alpha-beta model), the network stack's CPU
- *   zero/plan_zeropp.h  the planner's ZeRO++ rows: zero/zeropp.h's formulas for any world, its collectives' times
- *   zero/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
- *   zero/plan_offload.h the planner's offload rows (-zo, -zp): device/host/NVMe bytes from zero/offload.h's
+ *   plan/plan_machine.h the planner's machine: presets (h100, h200, cpu) and overrides
+ *   plan/plan_memory.h  the planner's bytes per rank at each stage, from the engine's functions
+ *   plan/plan_compute.h the planner's work per unit: FLOPs and element-wise bytes; MFU's numerator
+ *   plan/plan_comm.h    the planner's ring collective times (alpha-beta model), the network stack's CPU
+ *   plan/plan_zeropp.h  the planner's ZeRO++ rows: zero/zeropp/zeropp.h's formulas for any world, its collectives' times
+ *   plan/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
+ *   plan/plan_offload.h the planner's offload rows (-zo, -zp): device/host/NVMe bytes from zero/offload/offload.h's
  *                       functions, the NVMe stream and host<->device copies simulated beside the schedule
- *   zero/plan.h         the planner (--plan): every stage's bytes and step time for any N, the table
- *   zero/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
- *   zero/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
- *   zero/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
- *   zero/zeropp_gpu.cuh GPU build: ZeRO++ qwZ, hpZ (secondary shard, group all-gather on a split
+ *   plan/plan.h         the planner (--plan): every stage's bytes and step time for any N, the table
+ *   zero/gpu/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
+ *   zero/offload/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
+ *   zero/gpu/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
+ *   zero/zeropp/zeropp_gpu.cuh GPU build: ZeRO++ qwZ, hpZ (secondary shard, group all-gather on a split
  *                       communicator), qgZ (grouped ncclSend/ncclRecv of int4/int8 codes)
- *   zero/optimizer_gpu.cuh the GPU optimizer step: fp32 gradient norm, clipping on the device,
+ *   zero/gpu/optimizer_gpu.cuh the GPU optimizer step: fp32 gradient norm, clipping on the device,
  *                       one AdamW launch, results read back asynchronously (two steps in flight)
  *   zero/checkpoint.h   checkpoint save and resume over either engine
  *
@@ -76,7 +76,7 @@
  * (nvcc, or the CPU emulation of CUDA in dev/emu). The GPU build shares ZeroEngine, the layout,
  * the working-unit policy, accounting, the MPI communication section and the checkpoint code;
  * the engine functions the model calls (zero_params_unit ... zero_optimizer_step) come from
- * zero/engine_gpu.cuh with the same names and roles.
+ * zero/gpu/engine_gpu.cuh with the same names and roles.
  */
 #ifndef ZERO_CUH
 #define ZERO_CUH
@@ -92,7 +92,7 @@
 #define ZERO_NO_MPI 0
 #endif
 #if ZERO_NO_MPI
-#include "zero/mpi_single.h"
+#include "zero/cluster/mpi_single.h"
 #else
 #include <mpi.h>
 #endif
@@ -103,7 +103,7 @@
 #define ZERO_GPU_BUILD 0
 #endif
 #include "common/gpt2_config.h"
-#include "common/zero_checkpoint.h" // fnv1a64_words
+#include "common/state_file.h" // fnv1a64_words
 #include "cpu/adamw.h"
 #include "cpu/global_norm.h"
 #if ZERO_GPU_BUILD
@@ -151,38 +151,38 @@ typedef float ZeroFloat;
 #endif
 
 #include "zero/layout.h"
-#include "zero/nvme_io.h"
+#include "zero/offload/nvme_io.h"
 #include "zero/engine.h"
-#include "zero/launcher.h"
-#include "zero/cluster.h"
+#include "zero/cluster/launcher.h"
+#include "zero/cluster/cluster.h"
 #include "zero/progress_cpu.h"
-#include "zero/trace.h"
+#include "zero/trace/trace.h"
 #include "zero/comm_mpi.h"
 #include "zero/comm_ring.h"
-#include "zero/faults.h"
-#include "zero/handshake.h"
-#include "zero/run_lock.h"
+#include "zero/cluster/faults.h"
+#include "zero/cluster/handshake.h"
+#include "zero/cluster/run_lock.h"
 #include "zero/work_units.h"
-#include "zero/offload.h"
-#include "zero/offload_accounting.h"
-#include "zero/zeropp.h"
-#include "zero/tied_rows_cpu.h"
+#include "zero/offload/offload.h"
+#include "zero/offload/offload_accounting.h"
+#include "zero/zeropp/zeropp.h"
+#include "zero/tied_rows/tied_rows_cpu.h"
 #include "zero/engine_cpu.h"
 #include "zero/accounting.h"
-#include "zero/plan_machine.h"
-#include "zero/plan_memory.h"
-#include "zero/plan_compute.h"
-#include "zero/plan_comm.h"
-#include "zero/plan_zeropp.h"
-#include "zero/plan_schedule.h"
-#include "zero/plan_offload.h"
-#include "zero/plan.h"
+#include "plan/plan_machine.h"
+#include "plan/plan_memory.h"
+#include "plan/plan_compute.h"
+#include "plan/plan_comm.h"
+#include "plan/plan_zeropp.h"
+#include "plan/plan_schedule.h"
+#include "plan/plan_offload.h"
+#include "plan/plan.h"
 #if ZERO_GPU_BUILD
-#include "zero/comm_gpu.cuh"
-#include "zero/offload_gpu.cuh"
-#include "zero/engine_gpu.cuh"
-#include "zero/zeropp_gpu.cuh"
-#include "zero/optimizer_gpu.cuh"
+#include "zero/gpu/comm_gpu.cuh"
+#include "zero/offload/offload_gpu.cuh"
+#include "zero/gpu/engine_gpu.cuh"
+#include "zero/zeropp/zeropp_gpu.cuh"
+#include "zero/gpu/optimizer_gpu.cuh"
 #endif
 #include "zero/checkpoint.h"
 

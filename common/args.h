@@ -5,10 +5,10 @@
  * the gradient noise scale meter, common/gns.h; -1 turns the meter off), the batch schedule
  * (common/batch_schedule.h): -d auto with -dm, -d0, -df, -dw, -dl, or -ds by hand, -ot (CUDA
  * build: the per-kernel table over that many steps, common/op_timer.cuh), -tr/-ts (the per-rank
- * timeline of chosen steps, zero/trace.h), --plan/-np/-rpn (the planner, zero/plan.h: no training),
- * the ZeRO-Offload / ZeRO-Infinity placement (zero/offload.h): -zo (optimizer state), -zp (stage-3
+ * timeline of chosen steps, zero/trace/trace.h), --plan/-np/-rpn (the planner, plan/plan.h: no training),
+ * the ZeRO-Offload / ZeRO-Infinity placement (zero/offload/offload.h): -zo (optimizer state), -zp (stage-3
  * parameter shard), none|cpu|nvme each, and -zd (the NVMe directory), and ZeRO++
- * (zero/zeropp.h): -qw (quantized weights), -hp (secondary shard group), -qg (quantized
+ * (zero/zeropp/zeropp.h): -qw (quantized weights), -hp (secondary shard group), -qg (quantized
  * gradients), -qgb (their bits), -qb (the weights' quantization block size), -qbg (the gradients').
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
  * flag or a malformed value prints one error line and exits 1.
@@ -139,7 +139,7 @@ static const struct { const char* flag; long min, max; } arg_int_ranges[] = {
     {"-g", 1, 1048576}, {"-a", 0, 1},       {"-z", -1, 3},
     {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX}, {"-ot", 0, INT_MAX}, {"-np", -1, 1 << 20},
     {"-rpn", 0, 1 << 16}, {"-qw", 0, 1}, {"-qg", 0, 1}, {"-hp", 0, INT_MAX},
-    {"-qb", 32, 65536}, {"-qbg", 32, 65536}, // blocks: also multiples of 32 (zero/zeropp.h)
+    {"-qb", 32, 65536}, {"-qbg", 32, 65536}, // blocks: also multiples of 32 (zero/zeropp/zeropp.h)
 };
 
 static void arg_int_range(const char* flag, long* min, long* max) {
@@ -192,8 +192,8 @@ static void train_args_defaults(TrainArgs* a) {
     a->zeropp_hp = 1;
     a->zeropp_qg = 0;
     a->zeropp_qg_bits = 4;
-    a->zeropp_block = 2048; // ZERO_PP_DEFAULT_BLOCK (zero/zeropp.h)
-    a->zeropp_grad_block = 256; // ZERO_PP_DEFAULT_GRAD_BLOCK (zero/zeropp.h)
+    a->zeropp_block = 2048; // ZERO_PP_DEFAULT_BLOCK (zero/zeropp/zeropp.h)
+    a->zeropp_grad_block = 256; // ZERO_PP_DEFAULT_GRAD_BLOCK (zero/zeropp/zeropp.h)
     a->trace_path = NULL;
     a->trace_steps = ARGS_TRACE_STEPS_DEFAULT;
     a->plan_machine = NULL;

@@ -2,8 +2,8 @@
  * batch_schedule.h: the total batch of every optimizer step, in tokens: fixed (-d N), grown by the
  * gradient noise scale meter (-d auto), or given by hand (-ds). Host C, header-only, libc + libm
  * only (the unit test includes it alone); shared by train_gpt2.c and train_gpt2.cu through
- * common/train_setup.h. The glue to the engine, the meter and the log is
- * common/batch_schedule_trainer.h.
+ * train/train_setup.h. The glue to the engine, the meter and the log is
+ * train/batch_schedule_trainer.h.
  *
  * Why grow the batch: the critical batch size grows as the loss falls (McCandlish et al. 2018,
  * "An Empirical Model of Large-Batch Training", sec. 4; Merrill et al. 2025, "Critical Batch Size
@@ -61,7 +61,7 @@ static const char* const batch_lr_rule_names[] = {"none", "sqrt", "linear"};
 
 #define BATCH_HAND_MAX_ENTRIES 256
 
-// What a checkpoint carries (common/zero_checkpoint.h ZS_BATCH_*): the same on every rank.
+// What a checkpoint carries (common/state_file.h ZS_BATCH_*): the same on every rank.
 typedef struct {
     int batch_tokens;        // the batch of the next step (tokens)
     int start_tokens;        // the first batch: the learning-rate rule's reference

@@ -1,6 +1,6 @@
 /*
  * adamw.h: AdamW update over a contiguous slice, CPU (fp32). Twin of kernels/adamw.cuh; the CPU
- * build's optimizer and the host optimizer of ZeRO-Offload (zero/offload.h).
+ * build's optimizer and the host optimizer of ZeRO-Offload (zero/offload/offload.h).
  * For i < n: g = grads[i] * grad_scale (grad_scale folds in clipping);
  *   m = beta1 m + (1-beta1) g;  v = beta2 v + (1-beta2) g^2;
  *   params -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * params)
@@ -155,7 +155,7 @@ static void adamw_update(float* params, const float* grads, float* m, float* v, 
 }
 
 /*
- * The GPU build's AdamW on the host (ZeRO-Offload, -zo cpu|nvme; zero/offload_gpu.cuh): the
+ * The GPU build's AdamW on the host (ZeRO-Offload, -zo cpu|nvme; zero/offload/offload_gpu.cuh): the
  * operations of kernels/adamw.cuh's adamw_kernel, fp32 master weights and Adam m, v, the fp32
  * gradient (the accumulated one the kernel reads), the parameters bf16 (passed as their 16-bit
  * patterns), the parameters rounded stochastically with the same bits the kernel draws (a hash

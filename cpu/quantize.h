@@ -1,6 +1,6 @@
 /*
  * quantize.h: blockwise symmetric quantization to int8 or int4, CPU (fp32). Twin of
- * kernels/quantize.cuh. ZeRO++'s quantized collectives (zero/zeropp.h) send these codes: the
+ * kernels/quantize.cuh. ZeRO++'s quantized collectives (zero/zeropp/zeropp.h) send these codes: the
  * stage-3 parameter all-gather (qwZ) and the gradient all-to-all (qgZ), Wang et al. 2023,
  * "ZeRO++: Extremely Efficient Collective Communication for Giant Model Training", sec. 3.1, 3.3.
  *

@@ -16,7 +16,7 @@
 #      frontend headers, NCCL, Open MPI, OpenBLAS, compute-sanitizer; it picks the make flags.
 #      No GPU: one STOP line, exit 2 (--build-only goes on to build anyway).
 #   1. build, first what one GPU needs and nothing else (no MPI, no NCCL: make's _nompi_ targets,
-#      zero/mpi_single.h): test_kernels, test_gpt2cu and train_gpt2cu at stage 0, and beside them
+#      zero/cluster/mpi_single.h): test_kernels, test_gpt2cu and train_gpt2cu at stage 0, and beside them
 #      train_gpt2cu and test_kernels with USE_CUDNN=1 (cuDNN's attention; its frontend headers
 #      carried in build/device_deps/cudnn_frontend) when cuDNN is here; then, in the
 #      background while the GPU runs, test_gpt2cu at stages 1-3 and (with Open MPI) the host-
@@ -209,7 +209,7 @@ elif [ -f "$DEPS/mpi/include/mpi.h" ] && [ -e "$DEPS/mpi/lib/libmpi.so" ]; then
     MPI_BUNDLE=1
     MK+=("MPI_HOME=$DEPS/mpi")
     row mpi bundle "$DEPS/mpi (MPI_HOME; $(sed -n 2p "$DEPS/MANIFEST" 2>/dev/null | cut -d';' -f1))"
-else row mpi MISSING "no mpicc and no $DEPS/mpi: one-GPU builds only (zero/mpi_single.h); the 2-rank section is skipped"; fi
+else row mpi MISSING "no mpicc and no $DEPS/mpi: one-GPU builds only (zero/cluster/mpi_single.h); the 2-rank section is skipped"; fi
 MPI_OK=$([ "$MPI_BUNDLE" = 1 ] || command -v mpicc >/dev/null 2>&1 && echo 1 || echo 0)
 
 # OpenBLAS (test_kernels' CPU twins): the system, else the bundle, unpacked into $WORK
@@ -481,7 +481,7 @@ else skip_budget mpi_backend_np2 15; fi
 archive
 
 # =============================================================================================
-# 9. ZeRO-Offload (zero/offload_gpu.cuh): d12 at stage 2 on one GPU (no MPI), B=64 x T=1024,
+# 9. ZeRO-Offload (zero/offload/offload_gpu.cuh): d12 at stage 2 on one GPU (no MPI), B=64 x T=1024,
 # 8 steps on the device, then 8 with the optimizer state and AdamW on the host (-zo cpu): step
 # time and peak GPU memory of both, and the largest loss difference (on a GPU nvcc may fuse
 # multiply-adds the host AdamW does not, so they agree to bf16 rounding, not bit for bit)

@@ -14,7 +14,7 @@
  *
  * The model file (full fp32 parameters) is the same for every N and stage and is left alone.
  * The full form holds the real elements of every unit in unit order; a rank file holds rank R's
- * slice of every unit padded for its world size (common/zero_checkpoint.h). Converting N -> full
+ * slice of every unit padded for its world size (common/state_file.h). Converting N -> full
  * -> M moves every element to its place in M's padding; nothing is recomputed, so a resumed run
  * differs from an N-rank run only by the summation order of M-rank gradient reductions.
  * Errors: one line, `error: <file or flag>: <what>; expected <what>`, exit status 1.
@@ -24,9 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "common/checkpoint.h"
+#include "common/model_file.h"
 #include "common/gpt2_config.h"
-#include "common/zero_checkpoint.h"
+#include "common/state_file.h"
 
 #define FULL -1 // -from/-to value meaning the full form
 

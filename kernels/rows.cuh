@@ -1,7 +1,7 @@
 /*
  * rows.cuh: moving whole rows of a (rows, C) bf16 matrix by index, GPU: the tied wte's gradient
  * rows that the ZeRO engine sets aside between the LM head's and the encoder's contributions
- * (zero_grads_unit_partly_ready in zero/engine_gpu.cuh; the CPU engine does the same with memcpy).
+ * (zero_grads_unit_partly_ready in zero/gpu/engine_gpu.cuh; the CPU engine does the same with memcpy).
  * tokens (count) device int32, ascending and distinct; row r of the matrix is token r + row0.
  *   rows_take: kept (count, C) = data[tokens - row0, :], then those rows of data = 0
  *   rows_put:  data[tokens - row0, :] = kept (count, C)

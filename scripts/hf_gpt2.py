@@ -3,7 +3,7 @@ scripts/export_hf.py and scripts/import_hf.py. Uses numpy and safetensors only; 
 needed only to load what the export writes. numpy has no bfloat16: bf16 values are held as their
 uint16 bit patterns (the high half of the fp32 bits), rounded as the trainer rounds (bf16_bits below).
 
-llm.c model file (common/checkpoint.h, common/gpt2_config.h): 256 x int32 header, [0] magic
+llm.c model file (common/model_file.h, common/gpt2_config.h): 256 x int32 header, [0] magic
 20240326, [1] version 3 (fp32) or 5 (bf16), [2] maxT, [3] V, [4] L, [5] NH, [6] C, [7] Vp, the rest
 0; then the 16 tensor kinds in kind-major order: wte (Vp, C), wpe (maxT, C), for each per-layer
 kind its L tensors one after the other (ln1w, ln1b (C); qkvw (3C, C); qkvb (3C); attprojw (C, C);
@@ -62,7 +62,7 @@ KINDS = [
 def bf16_bits(values):
     """float32 (or float16) array -> uint16 bf16 bit patterns, rounded to nearest, ties to even,
     as the trainer rounds its fp32 weights to bf16 (__float2bfloat16 from CUDA's cuda_bf16.hpp,
-    zero/engine_gpu.cuh zero_set_unit_params): add 0x7FFF plus the lowest kept bit to the uint32
+    zero/gpu/engine_gpu.cuh zero_set_unit_params): add 0x7FFF plus the lowest kept bit to the uint32
     view and keep the high half. Finite values from 0x7F7F8000 up round to Inf, as in IEEE;
     subnormals round like any value (no flush to zero); every NaN becomes 0x7FFF, the quiet NaN
     CUDA returns (the plain add would carry a NaN into Inf or, with the sign bit, wrap it to 0)."""
@@ -74,7 +74,7 @@ def bf16_bits(values):
 
 def bf16_to_fp32(bits):
     """uint16 bf16 bit patterns -> float32 (exact: the bits become the high half; the CPU build's
-    bf16_bits_to_float in common/checkpoint.h)."""
+    bf16_bits_to_float in common/model_file.h)."""
     return (np.asarray(bits, dtype="<u2").astype(np.uint32) << np.uint32(16)).view(np.float32)
 
 

@@ -10,7 +10,7 @@ Each rank gets two lanes: compute (forward, backward and optimizer spans per uni
 a collective drawn over them in red: the exposed communication) and communication (each
 collective from its start to its completion, coloured by kind). Time runs from the step's start
 on the earliest rank. Prints per rank: step time, exposed wait, communication busy time, and the
-bytes the step's collectives sent. Input: the Chrome trace-event files zero/trace.h writes.
+bytes the step's collectives sent. Input: the Chrome trace-event files zero/trace/trace.h writes.
 """
 import argparse
 import glob

@@ -18,7 +18,7 @@ command -v make  >/dev/null 2>&1 || need_apt+=(make)
 ls -d /usr/lib/*/openblas-openmp >/dev/null 2>&1 || need_apt+=(libopenblas-openmp-dev)
 command -v mpicc  >/dev/null 2>&1 || need_apt+=(libopenmpi-dev)
 command -v mpirun >/dev/null 2>&1 || need_apt+=(openmpi-bin)
-# io_uring for the NVMe offload I/O (zero/nvme_io.h; without it the build falls back to threads).
+# io_uring for the NVMe offload I/O (zero/offload/nvme_io.h; without it the build falls back to threads).
 [ -f /usr/include/liburing.h ] || need_apt+=(liburing-dev)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3 python3-pip)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -9,7 +9,7 @@
 #   ref_run DIR B ARGS            the same config as one process on this machine (the reference)
 #   took_since START              seconds since START (date +%s)
 # Open MPI needs --allow-run-as-root as root and --oversubscribe for more ranks than cores; the
-# keepalive options let mpirun notice a lost host before -wt (zero/faults.h, README "Many nodes").
+# keepalive options let mpirun notice a lost host before -wt (zero/cluster/faults.h, README "Many nodes").
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source tests/lib.sh
 source tests/cluster.sh

@@ -17,8 +17,8 @@ ensure_tinyshakespeare() {
 }
 # cmp_run_files A B: two checkpoint files written by different runs hold the same bytes but for
 # the run id each run stamps on its files (README "Many nodes"): a model file's header slots
-# 11-12 (bytes 44-51, common/checkpoint.h), a state file's field ZS_RUN_ID (int64 28: bytes
-# 224-231, common/zero_checkpoint.h). Everything else, headers included, is compared.
+# 11-12 (bytes 44-51, common/model_file.h), a state file's field ZS_RUN_ID (int64 28: bytes
+# 224-231, common/state_file.h). Everything else, headers included, is compared.
 cmp_run_files() {
     local at
     case "$(basename "$1")" in model_*) at=44 ;; state_*) at=224 ;; *) cmp "$1" "$2"; return ;; esac

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds without Open MPI (zero/mpi_single.h; make NO_USE_MPI=1, chosen by itself where no mpicc
+# Builds without Open MPI (zero/cluster/mpi_single.h; make NO_USE_MPI=1, chosen by itself where no mpicc
 # is found): the CPU trainer and test_gpt2 built with plain gcc, run as one process.
 #   - test_gpt2 without MPI passes the same PyTorch reference checks as with it;
 #   - a short run of the one-process trainer (with accumulation, val, the GNS meter) logs the

@@ -11,7 +11,7 @@
 #     checked to finish within 30 s with a non-zero status
 #   - ranks launched with different batch-schedule flags (MPMD `A : B`; every rank must pick the
 #     same batch each step): -dm, -dl, and -d auto on rank 0 against a fixed -d on rank 1. The
-#     start-up handshake (zero/handshake.h) names rank 1 and the flag in one error line, exit 1,
+#     start-up handshake (zero/cluster/handshake.h) names rank 1 and the flag in one error line, exit 1,
 #     within -wt + 30 s (the cluster version, across hosts: t_75_cluster_3)
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/zero_common.sh"

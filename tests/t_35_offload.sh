@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ZeRO-Offload / ZeRO-Infinity in the CPU build (zero/offload.h, zero/nvme_io.h, cpu/adamw.h).
+# ZeRO-Offload / ZeRO-Infinity in the CPU build (zero/offload/offload.h, zero/offload/nvme_io.h, cpu/adamw.h).
 #   - the I/O engine's unit tests (build/test_nvme_io: both backends, short reads, errors, a real
 #     ENOSPC on a tmpfs it mounts) and the vectorized AdamW against the scalar one (per path)
 #   - stages 1-3 x N = 1, 2: -zo nvme (and at stage 3 -zo nvme -zp nvme) trains bit-identically
@@ -8,7 +8,7 @@
 #     does the same float operations on the same numbers, only where they rest between steps
 #     differs); RAM/NVMe bytes and each step's NVMe bytes equal the formulas
 #     (tests/zero_logcheck.py offload); streamed in small pieces (ZERO_TEST_OFFLOAD_PIECE); the
-#     planner's offload row (--plan with the same flags, zero/plan_offload.h) has each run's counted
+#     planner's offload row (--plan with the same flags, plan/plan_offload.h) has each run's counted
 #     bytes exactly: RAM, NVMe state and file, staging, working units, NVMe read/written per step
 #     (also at 2 micro-steps, stage 3 -zo nvme -zp nvme) (tests/trace_check.py offload_plan)
 #   - checkpoints resume across placements: saved under -zo nvme -zp nvme, resumed in memory, and
@@ -55,7 +55,7 @@ for stage in 1 2 3; do
             same=1; for f in model_00000003.bin model_00000006.bin state_00000006_r0_of_$n.bin; do cmp_run_files "$ref/$f" "$run/$f" >/dev/null 2>&1 || same=0; done
             check "${name}_bit_identical_to_in_memory" bash -c "[ $same -eq 1 ] && python3 tests/zero_logcheck.py same '$ref' '$run'"
             check "${name}_ram_nvme_bytes_equal_formulas" zcheck offload "$run" "$stage"
-            # The planner's offload row (zero/plan_offload.h) for this model, batch, world and placement.
+            # The planner's offload row (plan/plan_offload.h) for this model, batch, world and placement.
             # shellcheck disable=SC2086
             ZERO_TEST_OFFLOAD_PIECE=15360 build/train_gpt2_z0 --plan h100 -e d2 -t 8 -b "$b" -np "$n" $p >"$run.plan" 2>&1
             check "${name}_plan_offload_bytes_equal_engine" python3 tests/trace_check.py offload_plan "$run.plan" "$run"
@@ -129,7 +129,7 @@ if [ "$rc" -eq 1 ] && grep -q "^error: -zd $ZT/nv2 (rank [0-9]* on [^)]*): the o
     echo "PASS offload_file_changed_under_running_job_detected"
 else echo "FAIL offload_file_changed_under_running_job_detected: exit $rc; $(grep -E '^error|^step' "$ZT/changed.out" | tail -1)"; fi
 # Both jobs above ended under their ranks (one rank's abort, the launcher's SIGTERM to the other;
-# a singleton's abort): no offload file is left behind (zero/faults.h removes it).
+# a singleton's abort): no offload file is left behind (zero/cluster/faults.h removes it).
 left=$(find "$NV" "$ZT/nv2" -type f 2>/dev/null)
 if [ -z "$left" ]; then echo "PASS offload_files_removed_when_the_job_ends_under_it"
 else echo "FAIL offload_files_removed_when_the_job_ends_under_it: $(echo "$left" | head -3 | tr '\n' ' ')"; fi

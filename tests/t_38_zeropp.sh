@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# ZeRO++ (zero/zeropp.h): its quantize kernels, then qwZ, hpZ and qgZ in the CPU trainer.
+# ZeRO++ (zero/zeropp/zeropp.h): its quantize kernels, then qwZ, hpZ and qgZ in the CPU trainer.
 #   1. build/test_quantize: cpu/quantize.h's round trips (error bound per block from its scale,
 #      exact on the code grid at block edges, all-zero blocks, int4 packing on odd lengths);
 #      tests/test_quantize.c states each tolerance.
 #   2. In the CPU emulation of CUDA (where the CUDA headers are): build/emu/test_quantize,
 #      kernels/quantize.cuh against the twin (bit-identical codes, scales, dequantized values);
-#      and the GPU build's ZeRO++ (zero/zeropp_gpu.cuh): train_gpt2cu at stage 3 (NCCL carried by
+#      and the GPU build's ZeRO++ (zero/zeropp/zeropp_gpu.cuh): train_gpt2cu at stage 3 (NCCL carried by
 #      MPI), 6 steps of t_65's reference model against plain stage 3 on the same ranks:
 #      - qwZ (-qw 1) on 2 emulated ranks: the val loss within the gap below;
 #      - on 4 ranks as 2 emulated nodes x 2 ranks (-hp 2: groups {0,1} and {2,3}, one emulated
@@ -15,7 +15,7 @@
 #      - qgZ at stage 2 (build/emu/train_gpt2cu_z2, -qg 1 on 2 ranks: one level, the group of the
 #        2 ranks on this host) against plain stage 2 on the same ranks, and qgZ alone at stage 3 on
 #        the 4 ranks (no -hp: one level of 4) against the same plain stage 3: within the gap below;
-#      - every run's elements sent per step x 2 bytes = the formula of zero/zeropp.h in bytes
+#      - every run's elements sent per step x 2 bytes = the formula of zero/zeropp/zeropp.h in bytes
 #        (tests/zeropp_logcheck.py gpu_sent), hpZ's secondary shard bytes = 2Ψ/K;
 #      - -qw 1 or -hp 2 with -zo cpu: one error line each.
 #   3. Bad flags, one error line each: -qw 1 at stage 2, -qg 1 at stage 1, -hp at stage 2, -hp
@@ -28,7 +28,7 @@
 #        forward's gather and backward's gather only changes who sends it;
 #      - qwZ, qgZ (stage 2, one level; stage 3 with -hp 2, two levels) and all three: the val loss
 #        after 10 steps within the gap stated below of plain's;
-#      - each ZeRO++ run's bytes per rank per step equal the formula of zero/zeropp.h's header
+#      - each ZeRO++ run's bytes per rank per step equal the formula of zero/zeropp/zeropp.h's header
 #        recomputed by tests/zeropp_logcheck.py from the config. All three runs with -qb 1024
 #        -qbg 64 (the others with the defaults, 2048 and 256): weights' and gradients' packets
 #        then differ in size, so a block taken for the other's changes the bytes.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The gradient noise scale meter inside the CPU trainer (common/noise_scale.h, shared with train_gpt2.cu;
+# The gradient noise scale meter inside the CPU trainer (train/noise_scale.h, shared with train_gpt2.cu;
 # zero.cuh zero_grads_unit_ready / zero_optimizer_step; McCandlish et al. 2018, Appendix A), in
 # real runs: d2, T = 8, B = 4 (B*T = 32 tokens per micro-batch), synthetic Markov-chain data
-# (tests/zero_common.sh), 25 steps. The small batch per stage (common/noise_scale.h's table):
+# (tests/zero_common.sh), 25 steps. The small batch per stage (train/noise_scale.h's table):
 # stages 0/1 with N > 1 ranks: each rank's whole accumulated batch (B_small = A*B*T); stages 0/1
 # with one rank: the first micro-batch (B*T); stages 2/3: every micro-batch of every rank (B*T).
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CUDA build's own code, run on the CPU through the emulation of CUDA (dev/emu/, emu.mk):
 # the kernels, the cuBLASLt calls (through a host model of cuBLASLt), the GPU ZeRO engine
-# (zero/engine_gpu.cuh with NCCL's calls carried by MPI, and the host-staged MPI backend) and
+# (zero/gpu/engine_gpu.cuh with NCCL's calls carried by MPI, and the host-staged MPI backend) and
 # train_gpt2.cu's loop. No GPU is used: this measures nothing about speed, and says nothing of
 # real NCCL, cuBLASLt's own kernels or hardware timing. What it does see: indexing and size bugs,
 # missing barriers (__syncthreads/__syncwarp), out-of-bounds accesses (fenced buffers), launch
@@ -125,7 +125,7 @@ else
     echo "FAIL emu_train_gpt2cu_z0_np1_runs: $(grep -v -i tokenizer "$ET/ref.out" | tail -3 | tr '\n' ' ')"
 fi
 
-# One GPU without MPI (zero/mpi_single.h, make NO_USE_MPI=1): the same 6 steps as the MPI/NCCL
+# One GPU without MPI (zero/cluster/mpi_single.h, make NO_USE_MPI=1): the same 6 steps as the MPI/NCCL
 # build's one-rank run, identically (at world size 1 no collective runs in either), and a launch
 # of several tasks is one error line.
 name=emu_train_gpt2cu_nompi_z0
@@ -158,7 +158,7 @@ done
 
 # The GPU build against the CPU build (fp32, build/train_gpt2_z<S>) on the same 2-rank runs
 # (stage 0; stage 2 with 2 micro-steps): train losses, and the gradient noise scale meter's per-step
-# |G_small|^2, |G_big|^2 and B_simple (zero/engine_gpu.cuh's local-norm kernel vs the CPU engine).
+# |G_small|^2, |G_big|^2 and B_simple (zero/gpu/engine_gpu.cuh's local-norm kernel vs the CPU engine).
 # Measured over the 6 steps: losses within 2.3e-4, squared norms within 0.4% relative, B_simple
 # within 1.5% (a ratio of differences of the norms, so it moves more). Tolerances: losses 2e-3,
 # squared norms 2%, B_simple 5%.
@@ -198,7 +198,7 @@ if erun 2 train_gpt2cu_z3 "$ET/straight" -n 3 && ZERO_TEST_FAULT=stop@3 erun 2 t
 else
     echo "FAIL ${name}_runs: $(cat "$ET"/straight.out "$ET"/split.out 2>/dev/null | grep -v -i tokenizer | tail -3 | tr '\n' ' ')"
 fi
-# The batch schedule in the GPU trainer (common/batch_schedule_trainer.h, shared with the CPU
+# The batch schedule in the GPU trainer (train/batch_schedule_trainer.h, shared with the CPU
 # build): -d auto on 2 emulated ranks at stage 2 grows the batch mid-run (128 -> 256 tokens after
 # step 4, -> 384 after step 6: whole micro-steps, at most doubling, the decision agreed by both
 # ranks from the meter's all-reduced norms), and the CPU build (fp32) given that batch sequence by

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The timeline trace (-tr, zero/trace.h) and the planner (--plan, zero/plan.h) against what the
+# The timeline trace (-tr, zero/trace/trace.h) and the planner (--plan, plan/plan.h) against what the
 # engine counts and prints (tests/trace_check.py; unit sizes and ring counts recomputed there).
 #   1. CPU build, 2 ranks, stages 0-3 (and 3 ranks, stage 2, 2 micro-steps), 5 steps of d2,
 #      steps 2-3 traced: one file and process per rank with a compute and a communication track;
@@ -9,7 +9,7 @@
 #      the same intervals, summed, the log printing 3 decimals; measured difference <= 0.001 ms).
 #      Stages 0-1: every wte unit's reduction is issued after its LM-head backward span starts and
 #      before the encoder's first backward span, and the encoder rows' all-gather once after the
-#      encoder (tests/trace_check.py early; measured failing on the build before zero/tied_rows_cpu.h).
+#      encoder (tests/trace_check.py early; measured failing on the build before zero/tied_rows/tied_rows_cpu.h).
 #   2. Tracing changes nothing it traces: the losses with and without -tr are identical (6
 #      decimals), and without -tr no file is written.
 #   3. --plan: for each of those runs the plan's bytes per rank (params, grads, optimizer,
@@ -33,11 +33,11 @@
 #      cores (cpu); nothing fitting (rows, then exit 1 with its line); a full disk (16 KiB tmpfs in a mount namespace of
 #      its own) under --plan -tr and under a 2-rank traced run (one line, exit 1, nothing left on it); a rank's file name
 #      that is a directory (at start-up). About 9 s of the group.
-#   7. ZeRO++ (zero/zeropp.h) at stage 3, 4 ranks, two "hosts" (each rank in its own UTS namespace,
+#   7. ZeRO++ (zero/zeropp/zeropp.h) at stage 3, 4 ranks, two "hosts" (each rank in its own UTS namespace,
 #      ranks 0-1 and 2-3 sharing a hostname, so the engine splits its bytes by host as on two
 #      machines; MPI itself is unchanged), 3 steps of d2, -qw 1, -hp 2, -qg 1 -qbg 64 and all three
-#      (-hp 0, traced): the plan for -np 4 -rpn 2 with the same flags (zero/plan_zeropp.h,
-#      zero/zeropp.h's formula functions) has the run's counted bytes per step (total, within
+#      (-hp 0, traced): the plan for -np 4 -rpn 2 with the same flags (plan/plan_zeropp.h,
+#      zero/zeropp/zeropp.h's formula functions) has the run's counted bytes per step (total, within
 #      the host, to the other host: rank 0's, counted message by message), its secondary shard
 #      and its buffers, exactly; the traced run's collectives carry ZeRO++'s kinds ("all_gather
 #      int8", "all_gather (group)", "all_to_all int4"), units and bytes, recomputed per unit in
@@ -59,7 +59,7 @@ for name in z0_np2 z1_np2 z2_np2 z3_np2 z2_np3_accum2; do
     if [ -z "${plan_args[$name]:-}" ]; then echo "FAIL trace_${name}_runs: $(tail -2 "$ZT/$name.out" | tr '\n' ' ')"; continue; fi
     check "trace_${name}_tracks_nesting_bytes_waits_match_log" python3 tests/trace_check.py trace "$ZT/$name" "$ZT/$name.json"
     # CPU stages 0-1: each wte chunk's reduction starts right after its LM-head backward, before
-    # the encoder's backward (zero/tied_rows_cpu.h); fails on a build that reduces wte after the encoder
+    # the encoder's backward (zero/tied_rows/tied_rows_cpu.h); fails on a build that reduces wte after the encoder
     case $name in z0_np2|z1_np2) check "trace_${name}_wte_reduced_before_encoder" python3 tests/trace_check.py early "$ZT/$name" "$ZT/$name.json" ;; esac
     # shellcheck disable=SC2086
     build/train_gpt2_z0 --plan h100 -e d2 -t 8 ${plan_args[$name]} >"$ZT/$name.plan" 2>&1
@@ -90,7 +90,7 @@ PY
 done
 
 # 3b. When ranks share these cores, the plan's per-rank rates are measured with all of them
-#     running at once (cpu/measure.h): as many as share them (a node's ranks, times hosts_here
+#     running at once (plan/measure.h): as many as share them (a node's ranks, times hosts_here
 #     simulated nodes), and those rates are the ones its compute uses. Counts, not speeds.
 plan_sharing() { # ARGS...: the plan_json's ranks measured at once, and whether its rank_flops is that measurement's
     build/train_gpt2_z0 --plan "$@" -e d2 -t 8 -b 2 2>&1 | python3 -c '
@@ -106,7 +106,7 @@ check plan_cpu_measures_a_nodes_2_ranks_at_once test "$(OMP_NUM_THREADS=1 plan_s
 check plan_cpu_one_rank_measures_alone test "$(OMP_NUM_THREADS=1 plan_sharing cpu -np 1)" = "0 uses_it"
 
 # 3c. The cpu machine's compute is the GEMMs' FLOPs at the measured sgemm rate plus the other ops'
-#     seconds measured at the plan's shapes (cpu/measure_ops.h), as zero/plan_compute.h says:
+#     seconds measured at the plan's shapes (plan/measure_ops.h), as plan/plan_compute.h says:
 #     recomputed here from the model's shapes and the plan_json's measured values, one rank,
 #     stage 0 (no sharing: scales 1). Tolerance 1e-3 relative: the json's 6 significant digits.
 build/train_gpt2_z0 --plan cpu -e d2 -t 8 -b 2 -np 1 >"$ZT/ops.plan" 2>&1
@@ -124,7 +124,7 @@ print(f"compute {p['compute_ms']:.4f} ms, recomputed {want:.4f} ms")
 sys.exit(0 if abs(p["compute_ms"] - want) <= 1e-3 * want else 1)
 PY
 
-# 3d. The network stack's CPU (net_cpu_ns, zero/plan_comm.h), on a cpu machine of 2 nodes x 2
+# 3d. The network stack's CPU (net_cpu_ns, plan/plan_comm.h), on a cpu machine of 2 nodes x 2
 #     ranks with its rates given (nothing measured; 1 core a node, 1 thread a rank: no idle core,
 #     the stack's 2 progress threads get 2 of 4 shares beside compute), as documented: beta =
 #     min(the link's, cores / (rpn x net_cpu)) alone and beta_compute = min(beta, 0.5 core /
@@ -143,7 +143,7 @@ netcpu_plan() { # NAME NP EXTRA: plan into $ZT/netcpu_NAME.plan and its predicte
 }
 netcpu_plan 0 4 ,net_cpu_ns=0 && netcpu_plan 1.5 4 ,net_cpu_ns=1.5 && netcpu_plan 8 4 ,net_cpu_ns=8 && netcpu_plan default 4 "" &&
     netcpu_plan onenode 2 "" && build/train_gpt2_z0 --plan h100 -e d2 -t 64 -b 2 -np 16 >"$ZT/netcpu_h100.plan" 2>&1
-check plan_net_cpu_bounds_beta_and_stretches_compute_beside_collectives python3 - "$ZT" "$(sed -n 's/^#define PLAN_CPU_TCP_NS //p' zero/plan_machine.h)" <<'PY'
+check plan_net_cpu_bounds_beta_and_stretches_compute_beside_collectives python3 - "$ZT" "$(sed -n 's/^#define PLAN_CPU_TCP_NS //p' plan/plan_machine.h)" <<'PY'
 import json, sys
 zt, tcp_default = sys.argv[1], float(sys.argv[2])
 def plans(name): return [json.loads(l[10:]) for l in open(f"{zt}/netcpu_{name}.plan") if l.startswith("plan_json ")]
@@ -358,7 +358,7 @@ if unshare -m true 2>/dev/null; then
     check plan_trace_full_disk_one_line_exit1_no_file test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -tr $ZT/full/p.plan.stage0.json: writing the trace failed (No space left on device)" <<<"$out"):$(grep '^left:' <<<"$out")" = "1:1:1:left: "
     out=$(timeout 120 "${MPIRUN[@]}" -np 2 unshare -m sh -c "$INFULL" "$ZT/full" "${TRUN[@]}" -tr "$ZT/full/t.json" -ts 1-3 2>&1); rc=$?
     check trace_full_disk_np2_one_line_exit1_no_file test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -tr $ZT/full/t.rank[01].json: writing the trace failed (No space left on device)" <<<"$out"):$(grep -c '^step ' <<<"$out"):$(grep '^left:' <<<"$out" | sort -u)" = "1:1:1:3:left: "
-    # The disk probe (cpu, -zd, zero/plan_offload.h) takes at most half the free space and leaves
+    # The disk probe (cpu, -zd, plan/plan_offload.h) takes at most half the free space and leaves
     # nothing: an 80 MiB tmpfs gets a 40 MiB probe, its rates printed as measured, no file left.
     out=$(timeout 120 unshare -m sh -c "${INFULL/size=16k/size=80m}" "$ZT/full" "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/full" 2>&1); rc=$?
     check plan_disk_probe_half_the_free_space_nothing_left test "$rc:$(grep -c 'measured now in -zd: 40 MiB rewritten and read' <<<"$out"):$(grep -c '^plan_offload_json' <<<"$out"):$(grep '^left:' <<<"$out")" = "0:1:3:left: "

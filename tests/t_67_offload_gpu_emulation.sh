@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ZeRO-Offload / ZeRO-Infinity in the GPU build (zero/offload_gpu.cuh), run through the CPU
+# ZeRO-Offload / ZeRO-Infinity in the GPU build (zero/offload/offload_gpu.cuh), run through the CPU
 # emulation of CUDA (dev/emu) with its stream-ordering checks on (EMU_LAZY=1: a kernel or copy
 # waits in its stream's queue until something orders after it, so a missing event wait between
 # the copy stream, the comm stream and the compute stream reads stale data):
@@ -16,7 +16,7 @@
 #     (4Ψ/N), the bf16 parameter shard up (2Ψ/N; with -zp before every all-gather, (4AΨ + 2AE)/N)
 #   - a checkpoint saved under -zo cpu resumes in memory onto the straight run, byte for byte
 #   - -zp without -zo is one error line (a run's, and the planner's before any row)
-#   - the GPU build's planner (--plan with the same flags, zero/plan_offload.h) has each run's
+#   - the GPU build's planner (--plan with the same flags, plan/plan_offload.h) has each run's
 #     counted bytes: the start-up line's device and host bytes, NVMe state, file and staging, and
 #     every step's host<->device (and NVMe) bytes, exactly (tests/trace_check.py offload_plan)
 source "$(dirname "$0")/lib.sh"
@@ -76,7 +76,7 @@ for stage in 1 2 3; do
         check "${name}_matches_formulas" python3 tests/zero_logcheck.py counts "$run" "$stage"
         zp=0; [[ "$p" == *zp* ]] && zp=1
         check "${name}_host_device_bytes_equal_formula" copies_check "$run" "$zp"
-        # The GPU build's planner row for this placement (zero/plan_offload.h) against the run's counts.
+        # The GPU build's planner row for this placement (plan/plan_offload.h) against the run's counts.
         # shellcheck disable=SC2086
         build/emu/train_gpt2cu_z3 --plan h100 -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -np 2 $p >"$run.plan" 2>&1
         check "${name}_plan_offload_bytes_equal_engine" python3 tests/trace_check.py offload_plan "$run.plan" "$run"

@@ -4,12 +4,12 @@
 #      first on PYTHONPATH that refuses to import); their rounding of fp32 to bf16 (uint16 bits)
 #      is the trainer's, bit for bit: __float2bfloat16 of CUDA's cuda_bf16.hpp (its host path,
 #      compiled here with g++), which the CUDA build applies to the fp32 weights it loads
-#      (zero/engine_gpu.cuh), on edge values (ties, the largest finite, Inf, NaN, subnormals,
+#      (zero/gpu/engine_gpu.cuh), on edge values (ties, the largest finite, Inf, NaN, subnormals,
 #      -0), around every bf16 value and on random bits; widening back is __bfloat162float's.
 #   1. round trip: a trainer checkpoint (fp32) and the same weights as a bf16 file, exported and
 #      imported back, are byte-identical to what went in (also from the published checkpoints'
 #      layout and from a sharded checkpoint), but for header slots 8-13: the trainer's checksum,
-#      run id and step (common/checkpoint.h), which Hugging Face has no place for, come back 0
+#      run id and step (common/model_file.h), which Hugging Face has no place for, come back 0
 #      (llm.c's value there; a file without them loads unchecked); the exported safetensors hold the tensors with
 #      save_pretrained's names, transformers' shapes, the file's dtype, and (BF16, which the
 #      scripts write from the format's specification) the bf16 file's bits as safetensors reads

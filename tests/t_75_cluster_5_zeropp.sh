@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Simulated cluster, group 5: ZeRO++ (zero/zeropp.h) across hosts (tests/cluster.sh: 2 hosts x 2
+# Simulated cluster, group 5: ZeRO++ (zero/zeropp/zeropp.h) across hosts (tests/cluster.sh: 2 hosts x 2
 # ranks, TCP between hosts over a bridge). Stage 3, plain and with qwZ (-qw 1), hpZ (-hp 0: the
 # ranks of a host, found by the handshake), qgZ (-qg 1, int4 in -qbg's default blocks, groups = hosts) and all three:
 #   - bytes crossing between hosts per step, measured on each host's eth0 (tx bytes of a 6-step
 #     run minus a 2-step run of the same config, so start-up and teardown cancel, / 4 steps),
 #     within 10% of the formula: per host, the ring words of one rank (only a host's last rank
 #     has a ring edge to the other host) plus qgZ's across-group all-to-all of its 2 ranks, x 4
-#     bytes, recomputed from the config by the python below (zero/zeropp.h's header). What
+#     bytes, recomputed from the config by the python below (zero/zeropp/zeropp.h's header). What
 #     remains above is protocol, as in group 1 (measured +0.1-0.2% there).
 #   - with hpZ the backward all-gather sends nothing between hosts: per host, plain's bytes minus
 #     the -hp run's equal the plain backward all-gather's ring bytes (formula), within 25%. Since

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <unistd.h>
-#include "common/checkpoint.h"
+#include "common/model_file.h"
 #include "common/gpt2_config.h"
 #include "common/init.h"
 #include "common/schedule.h"

@@ -1,9 +1,9 @@
 /*
- * test_launcher.c: the pure parts of multi-node start-up. zero/launcher.h: which environment
+ * test_launcher.c: the pure parts of multi-node start-up. zero/cluster/launcher.h: which environment
  * variable each launcher sets is read, in order, malformed values are ignored, and the device rule
- * (local rank's GPU; device 0 when a task sees one GPU; else none). zero/handshake.h: the
+ * (local rank's GPU; device 0 when a task sees one GPU; else none). zero/cluster/handshake.h: the
  * fingerprint names the first differing field, and a longer or shorter fingerprint differs.
- * zero/handshake.h's cluster arithmetic: local rank, host count, host leader and the ring edges
+ * zero/cluster/handshake.h's cluster arithmetic: local rank, host count, host leader and the ring edges
  * leaving a host for a block and a round-robin placement. No MPI call is made.
  * Prints PASS/FAIL lines; exits 1 on any failure.
  */

@@ -1,5 +1,5 @@
 /*
- * test_nvme_io.c: the offload I/O engine (zero/nvme_io.h), each backend (io_uring, worker
+ * test_nvme_io.c: the offload I/O engine (zero/offload/nvme_io.h), each backend (io_uring, worker
  * threads) on its own:
  *   - many writes then reads in flight at once, O_DIRECT, read back byte for byte
  *   - a read past the end of a truncated file: the short part is resubmitted, then NVME_ESHORT
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include "zero/nvme_io.h"
+#include "zero/offload/nvme_io.h"
 
 static int failures = 0;
 static void report(int ok, const char* name, const char* detail) {

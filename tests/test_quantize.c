@@ -24,7 +24,7 @@
  *                 within one fp32 rounding (the compiler may fuse the multiply-add).
  * INFO: relative RMS error of int8 and int4 over block sizes on GPT-2-like weights (normal,
  * std 0.02, with 0.1% outliers of 10 std), and the bytes per element sent, for the default
- * block size (zero/zeropp.h).
+ * block size (zero/zeropp/zeropp.h).
  */
 #include <math.h>
 #include <stdint.h>

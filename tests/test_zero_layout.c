@@ -111,7 +111,7 @@ static int check_formulas(const ParamLayout* L, int N) {
         size_t literal = stage == 0 ? 16 * psi : stage == 1 ? 8 * psi + 8 * psi / N : stage == 2 ? 4 * psi + 12 * psi / N : 16 * psi / N;
         REQUIRE(bytes == literal && zero_state_bytes_formula(stage, psi, N) == literal, "stage %d bytes %zu, formula %zu, literal %zu",
                 stage, bytes, zero_state_bytes_formula(stage, psi, N), literal);
-        // The GPU build (zero/engine_gpu.cuh): bf16 params, one micro-step's bf16 gradients at
+        // The GPU build (zero/gpu/engine_gpu.cuh): bf16 params, one micro-step's bf16 gradients at
         // stages 0, 1 (Ψ; stages 2, 3 write working units instead), their fp32 accumulation as
         // zero_buffer_numel says (full or shard), fp32 master weights, m and v; DESIGN.md's
         // 2Ψ+(2+4)Ψ+12Ψ rows (issue 13: fp32 gradient accumulation).

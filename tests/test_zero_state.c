@@ -1,5 +1,5 @@
 /*
- * test_zero_state.c: the per-rank training-state file (common/zero_checkpoint.h): a write/read
+ * test_zero_state.c: the per-rank training-state file (common/state_file.h): a write/read
  * round trip is bit-exact; a flipped payload byte, a truncated file, a bad magic and a missing
  * file each give one house-style error line; the latest-checkpoint scan and the world-size scan
  * read the file names train_gpt2 writes. Prints PASS/FAIL lines; exits 1 on any failure.
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "common/zero_checkpoint.h"
+#include "common/state_file.h"
 
 static int failures = 0;
 static void report(int ok, const char* name, const char* why) {

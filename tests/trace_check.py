@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks on the timeline trace (-tr, zero/trace.h) and the planner (--plan, zero/plan.h) against
+"""Checks on the timeline trace (-tr, zero/trace/trace.h) and the planner (--plan, plan/plan.h) against
 a run's own log (DIR/log.jsonl). Exit 0 = pass; the line printed says what was compared. The unit
 sizes and ring counts are recomputed here from the model config (not read from the C code).
 
@@ -24,7 +24,7 @@ sizes and ring counts are recomputed here from the model config (not read from t
   early RUN TRACE
       CPU stages 0-1, N > 1: each wte unit's reduction is issued right after its LM-head backward
       (after that span starts, before the encoder's first backward span), and the encoder rows'
-      all-gather (unit -1) once, after the encoder (zero/tied_rows_cpu.h)
+      all-gather (unit -1) once, after the encoder (zero/tied_rows/tied_rows_cpu.h)
   plan PLAN_OUT RUN
       PLAN_OUT is the stdout of --plan for RUN's model, batch and world: the plan_json line of
       RUN's stage has the run's bytes per rank (params, grads, optimizer, working units, the
@@ -81,7 +81,7 @@ def unit_numels(cfg, n):
 
 
 def tied_block(cfg, stage, n, gpu):
-    # CPU stages 0-1, N > 1 (zero/tied_rows_cpu.h): one rank's block of the encoder's wte rows,
+    # CPU stages 0-1, N > 1 (zero/tied_rows/tied_rows_cpu.h): one rank's block of the encoder's wte rows,
     # B*T token rows and T wpe rows, each a float id and C values; all-gathered once per step
     if stage > 1 or n == 1 or gpu:
         return 0
@@ -353,7 +353,7 @@ def check_zeropp_plan(plan_out, run):
 
 
 def check_early(run, stem):
-    """CPU stages 0-1, N > 1 (zero/tied_rows_cpu.h): in every traced step on every rank, each wte
+    """CPU stages 0-1, N > 1 (zero/tied_rows/tied_rows_cpu.h): in every traced step on every rank, each wte
     unit's reduction (stage 0 all-reduce, stage 1 reduce-scatter) is issued after its LM-head
     backward span starts and before the encoder's first backward span starts, and one all-gather
     of the encoder's rows (unit -1) is issued after the last encoder span starts."""

@@ -122,7 +122,7 @@ def main():
         per, e_per = psi // n * (n - 1), e // n * (n - 1)
         sent = {0: 2 * per, 1: 2 * per, 2: (a + 1) * per + a * e_per, 3: 3 * a * per + 2 * a * e_per}[stage]
         # CPU stages 0-1, N > 1: wte's chunks are reduced after the LM head and the encoder's rows
-        # (B*T token rows + T wpe rows, an id and C values each) all-gathered (zero/tied_rows_cpu.h)
+        # (B*T token rows + T wpe rows, an id and C values each) all-gathered (zero/tied_rows/tied_rows_cpu.h)
         if stage <= 1 and n > 1 and "device" not in cfg:
             sent += (cfg["B"] * cfg["T"] + cfg["T"]) * (cfg["C"] + 1) * (n - 1)
         if chunked and cfg["wte_units"] != len(wte):
@@ -140,7 +140,7 @@ def main():
               f"bytes formula {mem}, allocated {got_mem}")
         return 0 if ok else 1
     if cmd == "offload":
-        # RAM and NVMe bytes per rank against ZeRO-Infinity's split (zero/offload.h), and each
+        # RAM and NVMe bytes per rank against ZeRO-Infinity's split (zero/offload/offload.h), and each
         # step's NVMe bytes against the region table recomputed here: one region per unit and
         # placed buffer (shard_numel fp32, rounded up to 4096 bytes); the optimizer reads and
         # writes each once per step, and -zp nvme also reads the parameter shard before each

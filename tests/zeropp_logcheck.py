@@ -5,7 +5,7 @@ test. Exit 0 = pass; the one line printed says what was compared.
   bytes RUN
       every "zeropp" record's bytes_sent (the engine's count of this step, rank 0) equals the
       formula recomputed here from the config (L, C, Vp, maxT, N, A, stage) and the zeropp_config
-      flags: zero/zeropp.h's header, written again independently of the C code; and its split
+      flags: zero/zeropp/zeropp.h's header, written again independently of the C code; and its split
       into bytes within the host and to other hosts (counted message by message) equals the
       engine's formula split
   gap REF RUN TOL [--kind val|train] [--last K] [--progress P]
@@ -15,7 +15,7 @@ test. Exit 0 = pass; the one line printed says what was compared.
   formula RUN
       prints the per-step words of the formula parts (forward, backward, gradients) and bytes
   gpu_sent RUN
-      a GPU build's ZeRO++ run (zero/zeropp_gpu.cuh, any of -qw/-hp/-qg): every train record's
+      a GPU build's ZeRO++ run (zero/zeropp/zeropp_gpu.cuh, any of -qw/-hp/-qg): every train record's
       sent_elements (bf16 elements: a packet of W bytes counts W/2) times 2 equals the header's
       formula in bytes with 2-byte elements where the CPU build moves 4 (the same formula as
       `bytes`, recomputed here from the config and the zeropp_config flags), and so does the

@@ -9,7 +9,7 @@
 #endif
 
 #if ZERO_GPU_BUILD
-static void zero_offload_gpu_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out); // zero/offload_gpu.cuh
+static void zero_offload_gpu_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out); // zero/offload/offload_gpu.cuh
 #endif
 
 // Print what this rank allocates and sends beside DESIGN.md's formulas (rank 0 calls it): the

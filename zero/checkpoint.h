@@ -1,6 +1,6 @@
 /*
  * zero/checkpoint.h: checkpoints over the engine's interface (DESIGN.md "Checkpoints"; file
- * formats in common/checkpoint.h and common/zero_checkpoint.h). Host code, the same in both
+ * formats in common/model_file.h and common/state_file.h). Host code, the same in both
  * builds: a checkpoint written by either build resumes in either (the state files hold fp32 Adam
  * slices; the model file the fp32 parameters, which on the GPU are the master weights).
  * Part of the ZeRO engine (the map is in zero.cuh).
@@ -61,7 +61,7 @@ static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long 
 }
 
 /*
- * Resume, step 1 (common/train_setup.h, before any collective that depends on the checkpoint):
+ * Resume, step 1 (train/train_setup.h, before any collective that depends on the checkpoint):
  * rank 0 has decided to resume from `step` of the run zero_cluster.run_id, whose model file on
  * its host holds a model of config cfg. Is this rank's own state file for that step in dir (on
  * this host), for this rank and world size, this stage, that config, and of that run? Returns 1,
@@ -192,7 +192,7 @@ static struct {
  * The model config for init (-e, or the resume checkpoint's model file): a depth descriptor
  * (returns 0), or a model file (returns 1: model_source_unit reads its parameters) whose header
  * is read and whose checksum is checked here (the resume checkpoint's: by rank 0 when it decided,
- * common/train_setup.h, as the other ranks may not have it). Bad input: one error line, exit 1.
+ * train/train_setup.h, as the other ranks may not have it). Bad input: one error line, exit 1.
  */
 static int model_source_config(const char* init, GPT2Config* cfg) {
     if (zero_resume_model.active && strcmp(init, zero_resume_model.path) == 0) {

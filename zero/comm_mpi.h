@@ -7,7 +7,7 @@
  * MPI_Ireduce_scatter_block, MPI_Iallgather with ZERO_RING=0), scalars, barriers and checkpoint
  * gathers MPI's own non-blocking collectives, started when a unit is ready and waited on where
  * the result is needed, behind zero_op_* and zero_ranks_* functions (the GPU engine puts NCCL behind its own
- * functions in zero/engine_gpu.cuh and uses these for scalars, barriers and checkpoints). A wait
+ * functions in zero/gpu/engine_gpu.cuh and uses these for scalars, barriers and checkpoints). A wait
  * is an MPI_Test loop with a clock: past -wt seconds it names the rank, collective, unit and step
  * and aborts every rank (MPI_Abort). With world_size 1 no MPI call is made at all, so a program
  * that never called MPI_Init (test_gpt2) can use the engine.
@@ -39,12 +39,12 @@ static double zero_clock(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void zero_ranks_stop(void);                        // below (CPU), zero/comm_gpu.cuh (GPU)
-static void zero_ranks_started(int rank, int world_size); // zero/handshake.h
-static void zero_run_lock_release(void);                  // zero/run_lock.h
-static void zero_faults_remove_files(void);               // zero/faults.h
+static void zero_ranks_stop(void);                        // below (CPU), zero/gpu/comm_gpu.cuh (GPU)
+static void zero_ranks_started(int rank, int world_size); // zero/cluster/handshake.h
+static void zero_run_lock_release(void);                  // zero/cluster/run_lock.h
+static void zero_faults_remove_files(void);               // zero/cluster/faults.h
 
-#if !ZERO_GPU_BUILD // the GPU build's start-up also picks the device: zero/comm_gpu.cuh
+#if !ZERO_GPU_BUILD // the GPU build's start-up also picks the device: zero/gpu/comm_gpu.cuh
 // Start the ranks: under mpirun each process learns its rank; run directly, MPI starts as a
 // singleton (world size 1). OpenMP threads never call MPI; the progress thread
 // (zero/progress_cpu.h) does, beside the main thread, hence MULTIPLE (without it: no thread).
@@ -62,7 +62,7 @@ static void zero_ranks_stop(void) {
     zero_progress_thread_stop();
     zero_run_lock_release();
     // From here on a SIGTERM (the launcher ending ranks still finalizing after another exited)
-    // has nothing to diagnose: the default action, not zero/faults.h's line.
+    // has nothing to diagnose: the default action, not zero/cluster/faults.h's line.
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     int initialized = 0;
@@ -72,7 +72,7 @@ static void zero_ranks_stop(void) {
 #endif
 
 #if ZERO_GPU_BUILD
-static void zero_abort_device_comm(void); // zero/engine_gpu.cuh: ncclCommAbort first
+static void zero_abort_device_comm(void); // zero/gpu/engine_gpu.cuh: ncclCommAbort first
 #endif
 
 // Stop every rank now (after the caller printed why). Returns only without MPI (never here).

@@ -112,7 +112,7 @@ static void zero_ring_progress_locked(ZeroEngine* z) {
         z->ring_head = op->ring.next;
         if (z->ring_head == NULL) z->ring_tail = NULL;
         op->ring.queued = 0;
-        zero_trace_done(op); // -tr: its completion, whichever thread saw it (zero/trace.h)
+        zero_trace_done(op); // -tr: its completion, whichever thread saw it (zero/trace/trace.h)
     }
 }
 

@@ -13,7 +13,7 @@
 typedef enum {
     ZERO_OP_NONE, ZERO_OP_ALL_REDUCE, ZERO_OP_REDUCE_SCATTER, ZERO_OP_ALL_GATHER, ZERO_OP_GATHER,
     ZERO_OP_SCALAR_ALL_REDUCE, ZERO_OP_BARRIER,
-    ZERO_OP_GROUP_ALL_GATHER, ZERO_OP_ALL_TO_ALL // ZeRO++ (zero/zeropp.h): MPI's own, on a group's communicator
+    ZERO_OP_GROUP_ALL_GATHER, ZERO_OP_ALL_TO_ALL // ZeRO++ (zero/zeropp/zeropp.h): MPI's own, on a group's communicator
 } ZeroOpKind;
 static const char* const zero_op_names[] = {"none", "all_reduce", "reduce_scatter", "all_gather", "gather",
                                             "scalar all_reduce", "barrier", "all_gather (group)", "all_to_all"};
@@ -38,7 +38,7 @@ typedef struct ZeroOp {
     int unit;          // the unit it moves, -1 for scalars and barriers
     const char* what;  // for the timeout diagnosis: which buffer
 #if ZERO_GPU_BUILD
-    // GPU build, collectives on the comm stream (zero/engine_gpu.cuh): `done` fires when it is complete;
+    // GPU build, collectives on the comm stream (zero/gpu/engine_gpu.cuh): `done` fires when it is complete;
     // issued (order) and step let a timed-out host wait name the oldest one still pending.
     cudaEvent_t done;
     long long issued;
@@ -47,7 +47,7 @@ typedef struct ZeroOp {
 } ZeroOp;
 
 // ============================================================================================
-// Placement (zero/offload.h): where the optimizer state and the parameter shard live
+// Placement (zero/offload/offload.h): where the optimizer state and the parameter shard live
 
 typedef enum { ZERO_PLACE_NONE, ZERO_PLACE_CPU, ZERO_PLACE_NVME } ZeroPlacement;
 static const char* const zero_placement_names[] = {"none", "cpu", "nvme"};
@@ -62,7 +62,7 @@ typedef struct {
 typedef enum { ZERO_REGION_PARAMS, ZERO_REGION_MASTER, ZERO_REGION_M, ZERO_REGION_V, ZERO_NUM_REGIONS } ZeroRegion;
 static const char* const zero_region_names[ZERO_NUM_REGIONS] = {"parameters", "master weights", "Adam m", "Adam v"};
 
-// Host memory for one piece of a unit's regions (zero/offload.h), each region's part at a fixed
+// Host memory for one piece of a unit's regions (zero/offload/offload.h), each region's part at a fixed
 // stride, with their reads and writes.
 typedef struct {
     int unit, piece;    // what it holds; unit -1 when free
@@ -118,7 +118,7 @@ typedef struct {
 } ZeroWorkingUnit;
 
 #if ZERO_GPU_BUILD
-// One optimizer step's results on their way back to the host (zero/optimizer_gpu.cuh): the
+// One optimizer step's results on their way back to the host (zero/gpu/optimizer_gpu.cuh): the
 // engine keeps three (step t in slot t mod 3), so the trainer can read step t's while step t+1
 // runs, and step t-1's end event is still there to time the gap between them.
 #define ZERO_STEP_SLOTS 3
@@ -165,7 +165,7 @@ typedef struct {
 #endif
     size_t kept_used, kept_capacity; // rows
     int kept_row_len, kept_pending;  // elements per row; units with rows set aside
-    // Stages 0, 1, CPU, N > 1 (zero/tied_rows_cpu.h): the same arena holds, on the last
+    // Stages 0, 1, CPU, N > 1 (zero/tied_rows/tied_rows_cpu.h): the same arena holds, on the last
     // micro-step, the rows of every wte unit the encoder adds to while the unit is reduced;
     // kept_data then points at this rank's block of tied_gather ([R ids as floats][R x C values],
     // N blocks, one all-gather after the encoder). tied_early[unit]: 1 from the unit's early
@@ -178,7 +178,7 @@ typedef struct {
     int tied_positions, tied_wpe_row;   // T: wpe's rows the encoder adds to, from unit 0's row tied_wpe_row
     ZeroOp tied_op;                     // the rows' all-gather
 #if ZERO_GPU_BUILD
-    // GPU build (zero/engine_gpu.cuh): params, grads, master, m, v live on the device. `grads`
+    // GPU build (zero/gpu/engine_gpu.cuh): params, grads, master, m, v live on the device. `grads`
     // (bf16) holds one micro-step's gradient (stages 0, 1; stages 2, 3 use working units);
     // grads_fp32 accumulates the micro-steps and is what the optimizer reads: the full buffer at
     // stages 0, 1 (reduced on the last micro-step), the rank's shard at stages 2, 3.
@@ -209,7 +209,7 @@ typedef struct {
 #if !ZERO_COMM_MPI
     ncclComm_t nccl;                   // NULL with one rank
 #endif
-    // ZeRO-Offload on the GPU (zero/offload_gpu.cuh): the host's side of the state, by shard layout.
+    // ZeRO-Offload on the GPU (zero/offload/offload_gpu.cuh): the host's side of the state, by shard layout.
     float *host_master, *host_m, *host_v; // -zo cpu: this rank's optimizer shard, pinned
     float* host_grads;                 // -zo cpu|nvme: the reduced fp32 gradient shard, copied down as each unit's last addition ends
     float* host_grad_scale;            // -zo cpu|nvme: AdamW's gradient scale (pinned, 1 float), from the device
@@ -219,7 +219,7 @@ typedef struct {
     long long d2h_bytes_step, h2d_bytes_step; // this step's copies (bytes)
     double copy_wait_s_step;           // host time waiting for a gradient copy (exposed)
 #endif
-    ZeroOffload offload;               // -zo, -zp (zero/offload.h)
+    ZeroOffload offload;               // -zo, -zp (zero/offload/offload.h)
     // Ring collectives (zero/comm_ring.h): the queue (one ring in flight at a time) and its
     // receive buffer, one chunk of the largest ring.
     ZeroOp *ring_head, *ring_tail;
@@ -232,14 +232,14 @@ typedef struct {
     int scalar_all_reduces_step;
     double comm_wait_s_step, comm_wait_s_total;        // exposed: time spent waiting
     // Gradient noise scale meter (common/gns.h; McCandlish et al. 2018, App. A). On the micro-steps
-    // the trainer sets measure_local_grad_norm for (common/noise_scale.h, the table there),
+    // the trainer sets measure_local_grad_norm for (train/noise_scale.h, the table there),
     // zero_grads_unit_ready adds each unit's squared norm of THIS rank's own gradient, read before
     // the unit's collective starts.
     int measure_local_grad_norm;
     double local_grad_norm_sq;      // this rank, summed over units, this step (GPU: read back in zero_optimizer_step)
     double local_grad_norm_sq_mean; // its mean over ranks (zero_optimizer_step)
     double grad_norm_sq;            // the reduced global gradient's, before clipping (zero_optimizer_step)
-    struct ZeroPP* pp;              // ZeRO++ (zero/zeropp.h): qwZ, hpZ, qgZ; NULL when off
+    struct ZeroPP* pp;              // ZeRO++ (zero/zeropp/zeropp.h): qwZ, hpZ, qgZ; NULL when off
 } ZeroEngine;
 
 static void* zero_calloc(size_t n, size_t elem, const char* what) {

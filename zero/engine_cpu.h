@@ -1,7 +1,7 @@
 /*
  * zero/engine_cpu.h: the CPU engine (fp32, MPI), what the CPU model calls: set-up, parameters per
  * unit, gradients per unit (where each unit's collective starts), the optimizer step on the owned
- * slices, and what checkpoints need. The GPU engine (zero/engine_gpu.cuh) has the same functions
+ * slices, and what checkpoints need. The GPU engine (zero/gpu/engine_gpu.cuh) has the same functions
  * on streams. Part of the ZeRO engine (the map is in zero.cuh).
  */
 #ifndef ZERO_ENGINE_CPU_H
@@ -10,9 +10,9 @@
 #error "zero/engine_cpu.h is part of the ZeRO engine; include zero.cuh"
 #endif
 
-#if !ZERO_GPU_BUILD // the GPU engine is zero/engine_gpu.cuh
+#if !ZERO_GPU_BUILD // the GPU engine is zero/gpu/engine_gpu.cuh
 // ---- set-up ----
-// offload: where the optimizer state and the stage-3 parameter shard live (zero/offload.h);
+// offload: where the optimizer state and the stage-3 parameter shard live (zero/offload/offload.h);
 // NULL: in RAM. What lives on NVMe is not allocated here.
 static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size, const ZeroOffloadArgs* offload) {
     memset(z, 0, sizeof(*z));
@@ -70,7 +70,7 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
  * Room for the rows of wte's gradient that zero_grads_unit_partly_ready sets aside: at most one
  * row per token of a micro-batch (max_rows = B*T rows of row_len = C elements), counted in the
  * working bytes; stages 0, 1 with N > 1 also wpe's `positions` (T) rows and the all-gather's
- * blocks (zero/tied_rows_cpu.h). The model calls it once, at build.
+ * blocks (zero/tied_rows/tied_rows_cpu.h). The model calls it once, at build.
  */
 static void zero_reserve_kept_rows(ZeroEngine* z, size_t max_rows, int positions, int row_len) {
     if (ZERO_STAGE < 2) { zero_tied_reserve(z, max_rows, positions, row_len); return; }
@@ -201,7 +201,7 @@ static void zero_params_unit_done(ZeroEngine* z, int unit) {
  * The buffer backward accumulates the unit's gradients into (padded_numel elements); called
  * once per unit per backward, twice for a wte unit (LM head, then encoder). Stages 0, 1: the unit
  * in the full gradient buffer (accumulating over micro-steps and both uses), except the encoder's
- * part of a wte unit already being reduced (zero/tied_rows_cpu.h). Stages 2, 3: a
+ * part of a wte unit already being reduced (zero/tied_rows/tied_rows_cpu.h). Stages 2, 3: a
  * zeroed working unit, into which the rows zero_grads_unit_partly_ready set aside go back; when
  * none is free, the oldest unit's reduce-scatter is finished first.
  */
@@ -245,7 +245,7 @@ static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
  * working unit (zero_grads_unit), whose reduce-scatter zero_grads_unit_ready starts. The two
  * reduced parts add up in the shard: every element gets both contributions, LM head and encoder.
  * Stages 0, 1 reduce on the last micro-step only: then, with N > 1, the rows are set aside and the
- * unit's collective starts now (zero/tied_rows_cpu.h); otherwise nothing (the full buffer holds
+ * unit's collective starts now (zero/tied_rows/tied_rows_cpu.h); otherwise nothing (the full buffer holds
  * both until zero_grads_unit_ready).
  */
 static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* rows, int count, int row_len, int last_micro_step) {
@@ -276,7 +276,7 @@ static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* row
 static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) {
     const ParamUnit* u = &z->layout->units[unit];
     if (last_micro_step) zero_offload_prefetch_optimizer(z); // -zo/-zp nvme: the first units' state, read during backward
-    if (ZERO_STAGE < 2 && zero_tied_pending(z, unit)) { // a wte unit reduced early: its encoder rows (zero/tied_rows_cpu.h)
+    if (ZERO_STAGE < 2 && zero_tied_pending(z, unit)) { // a wte unit reduced early: its encoder rows (zero/tied_rows/tied_rows_cpu.h)
         zero_tied_encoder_done(z, unit);
         zero_progress(z);
         return;
@@ -320,7 +320,7 @@ static void zero_grads_zero(ZeroEngine* z) {
 // Start optimizer step `step` (from 1, as printed): per-step counters and gradients to zero.
 static void zero_step_begin(ZeroEngine* z, int step) {
     z->step = step;
-    zero_trace_step_begin(z, step); // -tr: the step's span opens (zero/trace.h)
+    zero_trace_step_begin(z, step); // -tr: the step's span opens (zero/trace/trace.h)
     z->offload.io_wait_s_step = 0.0;
     z->offload.read_at_step = zero_offload_bytes_read(z);
     z->offload.written_at_step = zero_offload_bytes_written(z);
@@ -424,7 +424,7 @@ static int zero_replicas_agree(ZeroEngine* z) {
 /*
  * Optimizer step t (from 1) with learning rate lr, on the slices this rank owns:
  *   1. finish the gradient collectives (the exposed part of their time is measured here);
- *      stages 0, 1: add every rank's encoder rows of wte (zero/tied_rows_cpu.h)
+ *      stages 0, 1: add every rank's encoder rows of wte (zero/tied_rows/tied_rows_cpu.h)
  *   2. average: the reduced gradient is a sum over ranks; multiply by 1/world_size
  *   3. global gradient norm: squared norms of the owned slices, one scalar all-reduce
  *   4. clip coefficient, AdamW (weight decay on 2-D tensors only) on the owned slices
@@ -445,7 +445,7 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
             if (reduced != own) memmove(own, reduced, u->shard_numel * sizeof(float));
         }
     }
-    if (ZERO_STAGE <= 1) zero_tied_add_rows(z); // the encoder's wte rows of every rank (zero/tied_rows_cpu.h)
+    if (ZERO_STAGE <= 1) zero_tied_add_rows(z); // the encoder's wte rows of every rank (zero/tied_rows/tied_rows_cpu.h)
     if (ZERO_STAGE >= 2) {
         for (;;) { // oldest first: the order backward started them
             ZeroWorkingUnit* oldest = NULL;

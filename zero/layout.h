@@ -131,7 +131,7 @@ static inline size_t zero_kept_rows_bytes(int stage, size_t max_rows, int row_le
 }
 
 /*
- * Stages 0, 1 of the CPU engine with N > 1 (zero/tied_rows_cpu.h): on the last micro-step each
+ * Stages 0, 1 of the CPU engine with N > 1 (zero/tied_rows/tied_rows_cpu.h): on the last micro-step each
  * wte unit's reduction starts right after its LM-head part, with the rows the encoder adds to set
  * aside; after the encoder every rank's rows go to every rank in one all-gather. A rank's block:
  * R = max_rows + positions rows (B*T, one per token of a micro-batch at most, and wpe's T position

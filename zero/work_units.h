@@ -23,7 +23,7 @@ static void zero_update_range(const ZeroEngine* z, int unit, size_t* begin, size
 
 // Pointers to this rank's slice of a unit in each stored buffer.
 static float* zero_owned(const ZeroEngine* z, float* buffer, ZeroBuffer which, int unit) {
-    if (buffer == NULL) return NULL; // placed on NVMe (zero/offload.h)
+    if (buffer == NULL) return NULL; // placed on NVMe (zero/offload/offload.h)
     return buffer + zero_owned_offset(z->layout, ZERO_STAGE, which, z->rank, unit);
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CPU time per byte moved over the simulated cluster's TCP paths (tests/cluster.sh: 2 hosts, TCP
 # over veth + a bridge, each host's eth0 limited by tc tbf), not a test: the planner's
-# net_cpu_ns (zero/plan_machine.h), CPU nanoseconds per byte a rank sends, the sender's and the
+# net_cpu_ns (plan/plan_machine.h), CPU nanoseconds per byte a rank sends, the sender's and the
 # receiver's together. Paths and the two ways of measuring: dev/bench/net_cpu_lib.sh. Prints one
 # JSON line per path and round, the medians and the load (`uptime`). NET_LOAD=K: K busy processes
 # beside the transfers (the rate a stream gets when it competes for the cores).

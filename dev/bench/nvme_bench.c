@@ -1,17 +1,17 @@
 /*
- * nvme_bench.c: bytes/s of the offload I/O engine (zero/nvme_io.h), each backend, writing then
+ * nvme_bench.c: bytes/s of the offload I/O engine (zero/offload/nvme_io.h), each backend, writing then
  * reading a file sequentially in requests of `request` bytes with `depth` of them in flight, as
  * the optimizer's stream of pieces does (three staging slots: about two requests in flight per
  * region). O_DIRECT, so the page cache does not count. One JSON line per (backend, pass);
  * dev/bench/nvme_bench.sh puts them beside fio's sequential bandwidth on the same file system.
- * Passes: write (a new file, fallocated as zero/offload.h does: unwritten extents), rewrite (the
+ * Passes: write (a new file, fallocated as zero/offload/offload.h does: unwritten extents), rewrite (the
  * same blocks again, as every later step writes back), read. sync_seconds: the closing fdatasync.
  * Usage: build/nvme_bench DIR [file MiB (default 1024)] [request KiB (default 4096)] [depth (default 2)]
  */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "zero/nvme_io.h"
+#include "zero/offload/nvme_io.h"
 
 int main(int argc, char** argv) {
     if (argc < 2) { fprintf(stderr, "usage: %s DIR [file_mib] [request_kib] [depth]\n", argv[0]); return 2; }

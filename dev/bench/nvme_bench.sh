@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The offload I/O engine (zero/nvme_io.h) against the disk's sequential bandwidth, measured in the
+# The offload I/O engine (zero/offload/nvme_io.h) against the disk's sequential bandwidth, measured in the
 # same run with fio (Debian's; installed if missing): a file of SIZE MiB in DIR, O_DIRECT, 4 MiB
 # requests, interleaved over ROUNDS rounds; medians. Three passes, each against fio doing the same:
-#   write    a new file, preallocated with fallocate (as zero/offload.h creates the offload file;
+#   write    a new file, preallocated with fallocate (as zero/offload/offload.h creates the offload file;
 #            fio lays its new file out the same way): every write also converts an unwritten
 #            extent, which the file system journals. The training run pays this in step 1 only.
 #   rewrite  the same file again (its blocks now written): what every later step's write-back is.

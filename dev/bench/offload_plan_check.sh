@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The planner's offload rows (--plan cpu -zo/-zp, zero/plan_offload.h) against measured runs on
+# The planner's offload rows (--plan cpu -zo/-zp, plan/plan_offload.h) against measured runs on
 # this machine (not a test). For each model, placement and N: a run with the offload files in
 # -zd DIR (default: a fresh directory under /tmp, this machine's disk), the mean of steps 2..X of
 # the step time and of the I/O wait the engine times (exposed), then --plan cpu with the same

@@ -1,12 +1,12 @@
 /*
  * op_profile.c: one CPU training step op by op (not a test), beside what the planner charges
- * for each (--plan cpu, zero/plan_compute.h). Builds the model (stage 0, one rank), runs 2 warm-up
+ * for each (--plan cpu, plan/plan_compute.h). Builds the model (stage 0, one rank), runs 2 warm-up
  * steps, then times every op of the step with the model's own buffers, in the step's order:
  * layer 0's forward and backward ops (times L), the LM head chunk by chunk (GEMMs, classifier),
  * the encoder, the optimizer's parts; the best of `rounds` for each. Beside it: the plan's
- * estimate of the op, FLOPs at the measured sgemm mix rate (cpu/measure.h) and bytes at the
- * measured streaming rate (the model before cpu/measure_ops.h), and the calibrated one
- * (cpu/measure_ops.h: the ops measured on their own at these shapes). Wall time: run it on a
+ * estimate of the op, FLOPs at the measured sgemm mix rate (plan/measure.h) and bytes at the
+ * measured streaming rate (the model before plan/measure_ops.h), and the calibrated one
+ * (plan/measure_ops.h: the ops measured on their own at these shapes). Wall time: run it on a
  * quiet machine, OMP_NUM_THREADS as the run's.
  * usage: build/op_profile dN B T [rounds]
  */
@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
         TIME(t[ZEROG], memset(z->grads, 0, n_all * sizeof(float)));
         for (int k = 0; k < NOPS; k++) if (t[k] < best[k]) best[k] = t[k];
     }
-    // The plan's model of each op (zero/plan_compute.h's terms): GEMM FLOPs at `rate`, bytes at `bw`.
+    // The plan's model of each op (plan/plan_compute.h's terms): GEMM FLOPs at `rate`, bytes at `bw`.
     double e = 4.0, btc = (double)BT * C;
     double gemm[4][2] = {{C, 3.0 * C}, {C, C}, {C, 4.0 * C}, {4.0 * C, C}};
     double plan[NOPS] = {0};

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The planner (--plan cpu, zero/plan.h) against measured runs on this machine (not a test).
+# The planner (--plan cpu, plan/plan.h) against measured runs on this machine (not a test).
 # For each model, stage and N: a traced run (mean over steps 2..X of the step time and of the
 # exposed communication, the comm wait the engine times; the trace gives the collectives' achieved
 # bandwidth), then --plan cpu with the same model, batch, N and threads per rank, and the gap.

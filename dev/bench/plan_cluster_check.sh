@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The planner (--plan cpu, zero/plan.h) against the simulated cluster (tests/cluster.sh: 2 hosts
+# The planner (--plan cpu, plan/plan.h) against the simulated cluster (tests/cluster.sh: 2 hosts
 # x 2 ranks, TCP over veth and a bridge, each host's eth0 limited by tc tbf), not a test.
 # For each link rate and ZeRO stage: a run of the engine's rings (steps 2..S traced), its mean
 # step time and exposed communication (rank 0's comm wait) over steps 2..S, and the trace's

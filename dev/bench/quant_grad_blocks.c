@@ -1,6 +1,6 @@
 /*
  * quant_grad_blocks.c: how coarse qgZ's gradient codes are on real gradients, by block size
- * (not a test; it chose ZERO_PP_DEFAULT_GRAD_BLOCK in zero/zeropp.h, -qbg). Trains a model on
+ * (not a test; it chose ZERO_PP_DEFAULT_GRAD_BLOCK in zero/zeropp/zeropp.h, -qbg). Trains a model on
  * one rank (stage 0, fp32, AdamW lr 1e-3 with 20 warmup steps, as dev/bench/zeropp_convergence.sh)
  * on a token shard and, at the listed steps, quantizes that step's micro-batch gradient the way
  * qgZ's first all-to-all does (cpu/quantize.h): every unit cut into N = 4 chunks (one a rank),
@@ -13,7 +13,7 @@
  *           update, not a small error);
  *   B/elem  bytes per element on the wire incl. the fp32 scale of each block: bits/8 + 4/block.
  * Each value is averaged over the listed steps. The wte vocab chunks' gradient here is the sum
- * of its LM-head and encoder parts (qgZ reduces the two separately: zero/zeropp.h).
+ * of its LM-head and encoder parts (qgZ reduces the two separately: zero/zeropp/zeropp.h).
  *
  * usage: build/quant_grad_blocks [dN (d2)] [B (4)] [T (64)] [steps (1,50,150)] [shard]
  */

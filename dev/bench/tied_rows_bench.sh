@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What starting wte's reductions right after the LM head hides at stages 0-1 (zero/tied_rows_cpu.h;
+# What starting wte's reductions right after the LM head hides at stages 0-1 (zero/tied_rows/tied_rows_cpu.h;
 # not a test): dev/bench/zero_table.sh's config (d6, B 1 x T 64 per rank, one thread per rank,
 # 2 ranks on this host) for the trainer as built here against the same trainer built from REV
 # (default 5fb5051, branch land before it: wte reduced after the encoder), interleaved REV, here,

@@ -1,5 +1,5 @@
 /*
- * trace_cost.c: what the CPU build's timeline hooks (zero/trace.h) cost per call (not a test).
+ * trace_cost.c: what the CPU build's timeline hooks (zero/trace/trace.h) cost per call (not a test).
  * A whole step cannot resolve it (dev/bench/trace_overhead.sh: steps of ~800 ms move by 10%
  * between rounds on this machine, the hooks are microseconds per step), so this times the hooks
  * themselves, as the engine calls them, in a loop on one thread:

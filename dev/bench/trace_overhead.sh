@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the timeline trace (-tr, zero/trace.h) costs the CPU build (not a test): three builds of
+# What the timeline trace (-tr, zero/trace/trace.h) costs the CPU build (not a test): three builds of
 # one stage, interleaved round by round on the same 2-rank run, mean step over steps 2..X:
 #   compiled out   -DZERO_TRACE=0: every hook is an empty function (the compiler drops the calls)
 #   off            the default build without -tr: each hook tests one flag

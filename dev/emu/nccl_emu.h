@@ -1,5 +1,5 @@
 /*
- * nccl_emu.h: the NCCL calls zero/engine_gpu.cuh makes, for the CPU emulation of CUDA (emu.h includes
+ * nccl_emu.h: the NCCL calls zero/gpu/engine_gpu.cuh makes, for the CPU emulation of CUDA (emu.h includes
  * it when EMU_NCCL is defined), carried by MPI between the ranks of an mpirun job. Lets CI run
  * the default (NCCL) build of train_gpt2.cu on several ranks. Defines the extern "C" functions
  * <nccl.h> declares: include it in one translation unit and do not link libnccl.
@@ -21,7 +21,7 @@
  * Each communicator is an MPI_Comm_dup of MPI_COMM_WORLD (its collectives never match the
  * host's MPI calls); nonblocking MPI collectives, so a rank waiting on one keeps progressing.
  * ncclCommSplit is MPI_Comm_split of the parent's (NCCL_SPLIT_NOCOLOR: no communicator, NULL).
- * Point-to-point (ZeRO++'s all-to-alls, zero/zeropp_gpu.cuh): ncclSend / ncclRecv are
+ * Point-to-point (ZeRO++'s all-to-alls, zero/zeropp/zeropp_gpu.cuh): ncclSend / ncclRecv are
  * MPI_Isend / MPI_Irecv issued at the call (NCCL starts a group's operations at ncclGroupEnd;
  * MPI's nonblocking calls progress together either way, and messages between two ranks on one
  * communicator match in order, as NCCL's do), queued on the stream like a collective: a send's

@@ -16,7 +16,8 @@ import os
 import re
 import sys
 
-SOURCE_DIRS = [".", "common", "cpu", "kernels", "zero", "dev", "dev/emu"]
+SOURCE_DIRS = [".", "common", "cpu", "kernels", "zero", "zero/gpu", "zero/cluster", "zero/offload",
+               "zero/zeropp", "zero/trace", "zero/tied_rows", "plan", "train", "dev", "dev/emu"]
 EXTENSIONS = (".c", ".h", ".cu", ".cuh")
 
 # name or name<template args>, then <<<config>>>, then the opening parenthesis of the arguments

@@ -1,0 +1,509 @@
+/*
+ * plan/plan_offload.h: the planner's offload rows (--plan with -zo, -zp; zero/offload/offload.h is the
+ * engine's side): for ZeRO-Offload / ZeRO-Infinity placements at a stage, the bytes per rank that
+ * stay in device memory, go to host RAM and go to the NVMe file, the NVMe and host<->device bytes
+ * per step, and the step simulated with the disk and the host<->device link beside the engine's
+ * schedule (plan/plan_schedule.h's hooks, defined here). Part of the ZeRO engine's planner (the
+ * map is in zero.cuh; the overview in plan/plan.h).
+ *
+ * The bytes are the engine's: zero_offload_layout (the file's regions, rounded to NVME_ALIGN, the
+ * pieces and the staging slots), zero_offload_staging_bytes_of, zero_offload_step_bytes_of and
+ * zero_offload_copy_bytes_formula, at the layout the engine builds for N ranks.
+ *
+ * The schedule the engine runs (zero/offload/offload.h, zero/offload/offload_gpu.cuh):
+ *   - the optimizer walks the units in use order in pieces of ZERO_OFFLOAD_PIECE elements through
+ *     three staging slots: piece q's read waits for the write-back its slot still holds (piece
+ *     q-3), AdamW on q waits for q's read and checks its checksum, then q's checksum and write-back,
+ *     and q+2's read (CPU build: the first two reads start when backward's first unit is ready on
+ *     the last micro-step; GPU build: at the first piece);
+ *   - stage 3 -zp nvme (CPU build): each all-gather reads the unit's shard first, and the gather is
+ *     issued at the next engine call (a unit's use or its end) once the read is back;
+ *   - GPU build -zo cpu|nvme: each unit's final fp32 gradient slice goes down on the copy stream as
+ *     soon as its reduction is done; after backward the host runs AdamW unit by unit (waiting for
+ *     each slice), each updated bf16 slice goes up on the copy stream, stages 1-2 all-gather behind
+ *     it, stage 3's next gathers wait for it; -zp cpu copies the slice up on the comm stream before
+ *     each gather; -zp nvme reads it on the host first (the host waits for the read and the copy).
+ * The disk serves requests in issue order at the machine's read and write rates, shared by the
+ * node's ranks; the copy stream one copy at a time at PCIe's rate. The comm stream is
+ * plan/plan_schedule.h's link queue: -zp's copies up are ops on it (sending nothing), a gather
+ * behind an updated slice an op with a not_before; a slice's copy down waits for its reduction,
+ * whose completion is a handle until the link gets there, so the copies down are timed once the
+ * optimizer has waited for the reductions (plan_off_downs). Exposed: the time compute (the
+ * host, which issues the step) waits for the disk or a copy, plus the checksums' passes.
+ */
+#ifndef ZERO_PLAN_OFFLOAD_H
+#define ZERO_PLAN_OFFLOAD_H
+#ifndef ZERO_CUH
+#error "plan/plan_offload.h is part of the ZeRO engine; include zero.cuh"
+#endif
+
+// What --plan was given: -zo, -zp (ZeroPlacement), -zd (NULL: none), -z (-1: every stage that takes them).
+typedef struct {
+    int given, optimizer, params, stage;
+    const char* dir;
+} PlanOffloadFlags;
+
+struct PlanOffload {
+    int stage, optimizer, params;
+    int host_optimizer, params_off; // GPU build: AdamW on the host (-zo cpu|nvme); the shard off the device (-zp)
+    ZeroOffload o;                  // the engine's file layout for these placements (zero_offload_layout)
+    const ParamLayout* layout;
+    // Bytes per rank: device (CPU build: RAM, the host being the device), host (GPU build), NVMe.
+    size_t device, host, nvme_state, nvme_file, staging, working;
+    size_t engine_ram;                 // CPU build: the log's bytes_ram (the state less what is on NVMe)
+    size_t engine_device, engine_host; // GPU build: the start-up line's counted device and host bytes
+    long long nvme_read, nvme_written, down, up; // per step
+    // Rates per rank: the disk (bytes/s), the copies (bytes/s), the host's AdamW (s per element) and
+    // checksum (s per byte; GPU build: 0, the host's), and the pieces' sizes in the optimizer's walk.
+    double read_bw, write_bw, copy_bw, host_update_s, checksum_s_per_byte;
+    int num_pieces;
+    int* piece_unit;
+    double *piece_bytes, *piece_elements;
+};
+
+typedef struct PlanOffloadSim {
+    double disk_free, copy_free;
+    double *down_done, *up_done;                          // [unit]
+    // GPU -zo: the gradient slices queued to go down, in issue order, each behind its reduction
+    // (a pending collective's handle: its time is known once the link gets there, plan_done)
+    int *down_unit, downs;
+    double *down_issued, *down_after;
+    double slot_read[ZERO_OFFLOAD_SLOTS], slot_write[ZERO_OFFLOAD_SLOTS];
+    int seq, prefetched;
+    double disk_s, copy_s, io_exposed_s, copy_exposed_s, checksum_s; // so far
+    double mark[5];                                       // at the step's start
+} PlanOffloadSim;
+
+// ---- the disk and the copy link ----
+
+static double plan_off_disk(PlanSim* s, double bytes, int write) {
+    PlanOffloadSim* os = s->os;
+    double start = fmax(s->t, os->disk_free), seconds = bytes / (write ? s->off->write_bw : s->off->read_bw);
+    os->disk_free = start + seconds;
+    os->disk_s += seconds;
+    return os->disk_free;
+}
+
+// A copy of `bytes` on the copy stream, issued at `issued`, not to begin before not_before.
+static double plan_off_copy_at(PlanSim* s, double issued, double not_before, double bytes) {
+    PlanOffloadSim* os = s->os;
+    double start = fmax(fmax(issued, not_before), os->copy_free), seconds = bytes / s->off->copy_bw;
+    os->copy_free = start + seconds;
+    os->copy_s += seconds;
+    return os->copy_free;
+}
+static double plan_off_copy(PlanSim* s, double not_before, double bytes) { return plan_off_copy_at(s, s->t, not_before, bytes); }
+
+// The queued gradient slices down, in issue order, each once its reduction's completion is known
+// (the optimizer calls it after backward's reductions were all waited for: plan_done reads them).
+static void plan_off_downs(PlanSim* s) {
+    PlanOffloadSim* os = s->os;
+    for (int i = 0; i < os->downs; i++) {
+        int u = os->down_unit[i];
+        os->down_done[u] = plan_off_copy_at(s, os->down_issued[i], plan_done(s, os->down_after[i]),
+                                            4.0 * (double)s->layout->units[u].shard_numel);
+    }
+    os->downs = 0;
+}
+
+// Compute waits for the disk (io) or a copy.
+static void plan_off_wait(PlanSim* s, double done, int unit, int io) {
+    double before = s->exposed;
+    plan_wait(s, done, ZERO_OP_ALL_GATHER, unit);
+    *(io ? &s->os->io_exposed_s : &s->os->copy_exposed_s) += s->exposed - before;
+}
+
+static void plan_off_checksum(PlanSim* s, int unit, double bytes) {
+    double seconds = bytes * s->off->checksum_s_per_byte, t0 = s->t;
+    plan_compute(s, ZERO_TRACE_OPTIMIZER, unit, seconds);
+    s->os->checksum_s += s->t - t0; // stretched beside a collective like compute (the columns add up to the step)
+}
+
+// ---- the optimizer's stream of pieces ----
+
+static void plan_off_read_piece(PlanSim* s, int q) { // zero_offload_read_piece
+    if (q >= s->off->num_pieces) return;
+    int slot = q % ZERO_OFFLOAD_SLOTS;
+    plan_off_wait(s, s->os->slot_write[slot], s->off->piece_unit[q], 1);
+    s->os->slot_read[slot] = plan_off_disk(s, s->off->piece_bytes[q], 0);
+}
+
+static void plan_off_backward(PlanSim* s) { // zero_offload_prefetch_optimizer (the CPU build's call)
+    if (s->off == NULL || !s->off->o.active || s->off->host_optimizer || s->os->prefetched) return;
+    s->os->prefetched = 1;
+    s->os->seq = 0;
+    plan_off_read_piece(s, 0);
+    plan_off_read_piece(s, 1);
+}
+
+static int plan_off_update(PlanSim* s, const PlanTimes* tm, int unit, size_t owned, double* busy) {
+    const PlanOffload* off = s->off;
+    if (off == NULL || (!off->o.active && !off->host_optimizer)) return 0;
+    PlanOffloadSim* os = s->os;
+    double per_element = off->host_optimizer ? off->host_update_s : tm->optimizer_per_element;
+    *busy = 0.0;
+    if (off->host_optimizer) plan_off_downs(s);
+    if (off->host_optimizer) plan_off_wait(s, os->down_done[unit], unit, 0); // the gradient slice is down
+    int pieces = zero_offload_pieces_of(&off->o, off->layout, unit);
+    double up = 0.0;
+    for (int k = 0; k < pieces; k++) {
+        size_t lo, hi;
+        zero_offload_piece_range_of(&off->o, off->layout, unit, k, &lo, &hi);
+        if (off->o.active) {
+            if (!os->prefetched) { os->prefetched = 1; os->seq = 0; plan_off_read_piece(s, 0); plan_off_read_piece(s, 1); }
+            int q = os->seq, slot = q % ZERO_OFFLOAD_SLOTS;
+            plan_off_wait(s, os->slot_read[slot], unit, 1);
+            plan_off_checksum(s, unit, off->piece_bytes[q]);
+        }
+        double seconds = (double)(hi - lo) * per_element, t0 = s->t; // owned = the shard at stages 1-3
+        plan_compute(s, ZERO_TRACE_OPTIMIZER, unit, seconds);
+        *busy += s->t - t0;
+        if (off->o.active) {
+            int q = os->seq, slot = q % ZERO_OFFLOAD_SLOTS;
+            plan_off_checksum(s, unit, off->piece_bytes[q]);
+            os->slot_write[slot] = plan_off_disk(s, off->piece_bytes[q], 1);
+            plan_off_read_piece(s, q + 2);
+            if (++os->seq == off->num_pieces) os->prefetched = 0;
+        }
+        if (off->host_optimizer && !off->params_off) up = plan_off_copy(s, 0.0, (double)(hi - lo) * 2.0); // bf16 up
+    }
+    if (off->host_optimizer) os->up_done[unit] = up;
+    return 1;
+}
+
+// ---- gradients down, parameters up (GPU build), the -zp shard before a stage-3 gather ----
+
+static void plan_off_grads_final(PlanSim* s, int unit, double done) { // queued now, behind `done` (a time or a handle)
+    if (s->off == NULL || !s->off->host_optimizer) return;
+    PlanOffloadSim* os = s->os;
+    if (os->downs == s->num_units) plan_off_downs(s); // (each unit goes down once a step: not reached)
+    os->down_unit[os->downs] = unit;
+    os->down_issued[os->downs] = s->t;
+    os->down_after[os->downs] = done;
+    os->downs++;
+}
+
+static double plan_off_params_up(const PlanSim* s, int unit) {
+    return s->off != NULL && s->off->host_optimizer && !s->off->params_off ? s->os->up_done[unit] : 0.0;
+}
+
+static int plan_off_gather(PlanSim* s, PlanSlot* w, int unit) {
+    const PlanOffload* off = s->off;
+    if (off == NULL || off->params == ZERO_PLACE_NONE) return 0;
+    size_t n = plan_unit_numel(s, unit), shard = s->layout->units[unit].shard_numel;
+    double ring = plan_ring_seconds(s->net, n, s->net->N - 1, 0);
+    long long elements = zero_ring_all_gather_elements(n, s->net->N);
+    double region = off->o.active ? (double)off->o.region_bytes[(size_t)unit * ZERO_NUM_REGIONS + ZERO_REGION_PARAMS] : 0.0;
+    if (!off->params_off) { // CPU build: -zp cpu is RAM; -zp nvme reads the shard, gathered at the next engine call
+        if (off->params != ZERO_PLACE_NVME) return 0;
+        int pending = 0;
+        for (int i = 0; i < ZERO_WORKING_UNITS; i++) pending += s->param_work[i].pending && &s->param_work[i] != w;
+        if (pending >= 2) plan_off_start_gathers(s, NULL); // both bounce buffers taken
+        w->read_done = plan_off_disk(s, region, 0);
+        w->pending = 1;
+        w->done = 0.0;
+        return 1;
+    }
+    // The bf16 slice up on the comm stream (zero_offload_gpu_params_up): an op of the link's queue
+    // that sends nothing, ahead of the gather; -zp nvme: the host reads it, checks it, copies it
+    // up and waits for the copy (the bounce buffer is reused).
+    double copy = 2.0 * (double)shard / off->copy_bw;
+    if (off->params == ZERO_PLACE_NVME) {
+        plan_off_wait(s, plan_off_disk(s, region, 0), unit, 1);
+        plan_off_checksum(s, unit, region);
+    }
+    double copied = plan_issue_what(s, ZERO_OP_ALL_GATHER, unit, copy, 0, "-zp copy up");
+    s->os->copy_s += copy;
+    if (off->params == ZERO_PLACE_NVME) plan_off_wait(s, copied, unit, 0);
+    w->done = plan_issue(s, ZERO_OP_ALL_GATHER, unit, ring, elements);
+    return 1;
+}
+
+static void plan_off_start_gathers(PlanSim* s, const PlanSlot* upto) { // zero_param_work_start_gathers
+    if (s->off == NULL || s->off->params != ZERO_PLACE_NVME || s->off->params_off) return;
+    for (;;) {
+        PlanSlot* oldest = NULL;
+        for (int i = 0; i < ZERO_WORKING_UNITS; i++)
+            if (s->param_work[i].pending && (oldest == NULL || s->param_work[i].age < oldest->age)) oldest = &s->param_work[i];
+        if (oldest == NULL) return;
+        int unit = oldest->unit;
+        plan_off_wait(s, oldest->read_done, unit, 1);
+        plan_off_checksum(s, unit, (double)s->off->o.region_bytes[(size_t)unit * ZERO_NUM_REGIONS + ZERO_REGION_PARAMS]);
+        oldest->pending = 0;
+        size_t n = plan_unit_numel(s, unit);
+        oldest->done = plan_issue(s, ZERO_OP_ALL_GATHER, unit, plan_ring_seconds(s->net, n, s->net->N - 1, 0),
+                                  zero_ring_all_gather_elements(n, s->net->N));
+        if (oldest == upto) return;
+    }
+}
+
+// ---- the simulation's state ----
+
+static void plan_off_sim_begin(PlanSim* s) {
+    s->os = NULL;
+    if (s->off == NULL) return;
+    s->os = (PlanOffloadSim*)zero_calloc(1, sizeof(PlanOffloadSim), "plan offload");
+    s->os->down_done = (double*)zero_calloc((size_t)s->num_units, sizeof(double), "plan offload");
+    s->os->up_done = (double*)zero_calloc((size_t)s->num_units, sizeof(double), "plan offload");
+    s->os->down_unit = (int*)zero_calloc((size_t)s->num_units, sizeof(int), "plan offload");
+    s->os->down_issued = (double*)zero_calloc((size_t)s->num_units, sizeof(double), "plan offload");
+    s->os->down_after = (double*)zero_calloc((size_t)s->num_units, sizeof(double), "plan offload");
+}
+
+static void plan_off_step_mark(PlanSim* s) {
+    if (s->os == NULL) return;
+    PlanOffloadSim* os = s->os;
+    double now[5] = {os->disk_s, os->copy_s, os->io_exposed_s, os->copy_exposed_s, os->checksum_s};
+    memcpy(os->mark, now, sizeof(now));
+}
+
+static void plan_off_sim_end(PlanSim* s, PlanStep* r) {
+    if (s->os == NULL) return;
+    PlanOffloadSim* os = s->os;
+    r->disk_s = os->disk_s - os->mark[0];
+    r->copy_s = os->copy_s - os->mark[1];
+    r->io_exposed_s = os->io_exposed_s - os->mark[2];
+    r->copy_exposed_s = os->copy_exposed_s - os->mark[3];
+    r->checksum_s = os->checksum_s - os->mark[4];
+    free(os->down_done); free(os->up_done); free(os->down_unit); free(os->down_issued); free(os->down_after); free(os);
+    s->os = NULL;
+}
+
+// ---- the bytes and rates of one configuration ----
+
+/*
+ * The placements at `stage` for pm's model and world: bytes per rank and per step from the
+ * engine's functions, and the rates per rank (disk_ranks share the node's disk; checksum_bw:
+ * bytes/s of nvme_checksum). plan_offload_free releases it.
+ */
+static void plan_offload_init(PlanOffload* off, const PlanModel* pm, const ParamLayout* layout, const PlanMachine* m, int stage,
+                              int optimizer, int params, int disk_ranks, int host_ranks, double checksum_bw) {
+    memset(off, 0, sizeof(*off));
+    off->stage = stage;
+    off->optimizer = optimizer;
+    off->params = params;
+    off->layout = layout;
+    zero_offload_layout(&off->o, layout, optimizer, params);
+    PlanBytes b = plan_stage_bytes(pm, layout, stage);
+    off->staging = zero_offload_staging_bytes_of(&off->o);
+    off->nvme_file = off->o.file_bytes;
+    zero_offload_step_bytes_of(&off->o, layout, pm->grad_accum_steps, &off->nvme_read, &off->nvme_written);
+#if ZERO_GPU_BUILD // device: bf16 parameters (unless -zp), gradients, working units; host: zero_offload_gpu_init's arrays
+    size_t shard = layout->shard_numel;
+    off->host_optimizer = optimizer != ZERO_PLACE_NONE;
+    off->params_off = params != ZERO_PLACE_NONE;
+    off->engine_device = (off->params_off ? 0 : b.params) + b.grads;
+    off->engine_host = off->host_optimizer ? (optimizer == ZERO_PLACE_NVME ? 0 : b.optimizer) +
+                                             shard * (sizeof(float) + (params == ZERO_PLACE_NVME ? 0 : sizeof(bf16))) : 0;
+    off->working = b.working;
+    off->device = off->engine_device + (off->host_optimizer ? 0 : b.optimizer) + b.working + b.ring + b.activations;
+    off->host = off->engine_host + off->staging;
+    off->nvme_state = (params == ZERO_PLACE_NVME ? shard * sizeof(bf16) : 0) + (optimizer == ZERO_PLACE_NVME ? 12 * shard : 0);
+    if (off->host_optimizer)
+        zero_offload_copy_bytes_formula(layout->padded_numel, (size_t)pm->world_size, zero_embedding_numel(layout), pm->grad_accum_steps,
+                                        off->params_off, &off->down, &off->up);
+    off->copy_bw = m->pcie_bw * m->pcie_eff;
+    off->host_update_s = 32.0 * host_ranks / m->host_bw; // adamw_update_mixed: p (bf16), master, g, m, v read, p, master, m, v written
+#else // the host is the device: RAM holds what is not on NVMe, the working units and the staging
+    off->nvme_state = (params == ZERO_PLACE_NVME ? b.params : 0) + (optimizer == ZERO_PLACE_NVME ? b.optimizer : 0);
+    off->engine_ram = b.params + b.grads + b.optimizer - off->nvme_state;
+    off->working = b.working + off->staging;
+    off->device = off->host = off->engine_ram + off->working + b.ring + b.activations;
+#endif
+    off->read_bw = m->nvme_read_bw / disk_ranks;
+    off->write_bw = m->nvme_write_bw / disk_ranks;
+    off->checksum_s_per_byte = 1.0 / checksum_bw;
+    for (int u = 0; u < layout->num_units; u++) off->num_pieces += off->o.active ? zero_offload_pieces_of(&off->o, layout, u) : 0;
+    off->piece_unit = (int*)zero_calloc((size_t)off->num_pieces + 1, sizeof(int), "plan offload");
+    off->piece_bytes = (double*)zero_calloc((size_t)off->num_pieces + 1, sizeof(double), "plan offload");
+    off->piece_elements = (double*)zero_calloc((size_t)off->num_pieces + 1, sizeof(double), "plan offload");
+    for (int i = 0, q = 0; off->o.active && i < layout->num_units; i++) { // the optimizer's walk: use order
+        int u = zero_unit_in_use_order(layout, i);
+        for (int k = 0; k < zero_offload_pieces_of(&off->o, layout, u); k++, q++) {
+            size_t lo, hi;
+            zero_offload_piece_range_of(&off->o, layout, u, k, &lo, &hi);
+            off->piece_unit[q] = u;
+            off->piece_elements[q] = (double)(hi - lo);
+            for (int r = 0; r < ZERO_NUM_REGIONS; r++) if (off->o.on_nvme[r]) off->piece_bytes[q] += (double)zero_piece_bytes_of(&off->o, u, r, k);
+        }
+    }
+}
+
+static void plan_offload_free(PlanOffload* off) {
+    zero_offload_layout_free(&off->o);
+    free(off->piece_unit); free(off->piece_bytes); free(off->piece_elements);
+}
+
+/*
+ * The disk under dir, measured as the optimizer's stream uses it (cpu, -zd given, no nvme_*_gbs):
+ * a scratch file of `bytes` (4 MiB requests, 2 in flight, O_DIRECT where granted, through
+ * zero/offload/nvme_io.h's io_uring engine), written once into its fallocated extents (as a run's first
+ * step), then timed rewriting it (every later step's write-back) and reading it. About 3 x bytes
+ * of I/O. Returns 0 with the rates (bytes/s) and the time taken, or -errno if the file cannot be
+ * made, reserved or written (nothing is left in dir either way).
+ */
+static int plan_offload_measure_disk(const char* dir, size_t bytes, double* read_bw, double* write_bw, double* seconds) {
+    char path[4400];
+    snprintf(path, sizeof(path), "%s/zero_plan_probe_%ld.bin", dir, (long)getpid());
+    int direct = 0, fd = nvme_open(path, &direct);
+    if (fd < 0) return -errno;
+    // Unlinked at once: the file has no name while it is measured, so a plan stopped in the probe
+    // (SIGINT, SIGTERM, SIGKILL) leaves nothing behind; its blocks go back when the fd closes.
+    unlink(path);
+    size_t req = (size_t)4 << 20;
+    bytes = bytes < 2 * req ? 2 * req : bytes / req * req;
+    int rc = posix_fallocate(fd, 0, (off_t)bytes);
+    if (rc != 0) { close(fd); return -rc; }
+    char* buf[2] = {(char*)nvme_alloc(req, "plan disk probe"), (char*)nvme_alloc(req, "plan disk probe")};
+    NvmeIO io;
+    memset(&io, 0, sizeof(io));
+    nvme_io_init(&io, NVME_BACKEND_URING);
+    NvmeRequest r[2];
+    memset(r, 0, sizeof(r));
+    double t[3], begin = zero_clock();
+    int error = 0;
+    for (int pass = 0; pass < 3 && !error; pass++) { // 0: the first write, 1: the rewrite, 2: the read
+        double t0 = zero_clock();
+        for (size_t at = 0, i = 0; at < bytes && !error; at += req, i++) {
+            error |= nvme_wait(&io, &r[i % 2]);
+            nvme_submit(&io, &r[i % 2], pass == 2 ? NVME_READ : NVME_WRITE, fd, buf[i % 2], req, at);
+        }
+        for (int k = 0; k < 2; k++) error |= nvme_wait(&io, &r[k]);
+        t[pass] = zero_clock() - t0;
+    }
+    nvme_io_free(&io);
+    close(fd);
+    free(buf[0]); free(buf[1]);
+    if (error) return -EIO;
+    *write_bw = (double)bytes / t[1];
+    *read_bw = (double)bytes / t[2];
+    *seconds = zero_clock() - begin;
+    return 0;
+}
+
+// nvme_checksum's rate on this host (bytes/s): best of 5 passes over 4 MiB (a few ms).
+static double plan_offload_checksum_rate(void) {
+    size_t n = (size_t)4 << 20;
+    uint64_t* buf = (uint64_t*)zero_calloc(n / 8, 8, "plan checksum");
+    for (size_t i = 0; i < n / 8; i++) buf[i] = i * 0x9E3779B97F4A7C15ull;
+    double best = 1e30;
+    volatile uint64_t sink = 0;
+    for (int r = 0; r < 5; r++) {
+        double t0 = zero_clock();
+        sink ^= nvme_checksum(buf, n);
+        double dt = zero_clock() - t0;
+        if (dt < best) best = dt;
+    }
+    (void)sink;
+    free(buf);
+    return (double)n / fmax(best, 1e-9);
+}
+
+/*
+ * The offload rows: flags' placements at each stage the engine takes them (zero_offload_check_args;
+ * -z S: that stage only), each simulated beside the plain stage (plain_step_s[stage]); a table row
+ * and a "plan_offload_json {...}" line each. budget: device bytes per rank.
+ */
+static void plan_print_offload(const PlanModel* pm, const PlanMachine* m, const ParamLayout* layout, const PlanNet* net,
+                               const PlanTimes* tm, int rpn, double mem_bw, double budget, const double* plain_step_s,
+                               const PlanOffloadFlags* f, FILE* out) {
+    int N = pm->world_size, A = pm->grad_accum_steps, e = pm->element_bytes;
+    long long tokens = (long long)pm->B * pm->T * N * A;
+    int hosts = m->hosts_here > 0 ? m->hosts_here : 1, cpu = m->cores > 0;
+    int disk_ranks = cpu ? (rpn * hosts < N ? rpn * hosts : N) : rpn; // cpu: the ranks on this machine share its one disk
+    double checksum_bw = pm->has_master ? m->host_bw / rpn : plan_offload_checksum_rate() * (m->mem_bw > 0 && mem_bw < m->mem_bw ? mem_bw / m->mem_bw : 1.0);
+    double host_budget = (m->host_memory > 0 ? m->host_memory : m->memory) / rpn;
+    double disk_free = -1.0;
+    struct statvfs vfs;
+    if (f->dir != NULL && statvfs(f->dir, &vfs) == 0) disk_free = (double)vfs.f_bavail * vfs.f_frsize;
+    // cpu with -zd: the disk's rates measured there now, on a scratch file of 1 GiB, or the size of
+    // this machine's ranks' offload files together if larger (up to 4 GiB), and at most half the
+    // free space. A short probe sees the virtual disk's bursts: measured here (AMD EPYC VM, ext4 on
+    // /dev/vda), 32-232 MiB probes read 0.63-1.1 GB/s from one plan to the next, 1 GiB ones 0.62-0.73,
+    // and the runs' rows predict best at 0.7 (dev/bench/offload_plan_check.sh: 15 of 16 within 20%
+    // given 0.7, 11 with this probe, 8 with one the size of the files). About 3 x its bytes of I/O (~6 s at 0.7 GB/s).
+    PlanMachine mm = *m;
+    ZeroOffload probe_layout;
+    zero_offload_layout(&probe_layout, layout, f->optimizer, f->params);
+    double probe_want = fmin(fmax((double)probe_layout.file_bytes * disk_ranks, (double)(1 << 30)), 4.0 * (1 << 30));
+    if (disk_free >= 0 && probe_want > disk_free / 2) probe_want = disk_free / 2;
+    size_t probe_bytes = (size_t)probe_want;
+    zero_offload_layout_free(&probe_layout);
+    char disk_how[256];
+    snprintf(disk_how, sizeof(disk_how), "%s", cpu ? "dev/bench/nvme_bench.sh's io_uring depth-2 read and rewrite on this machine" :
+             m->nvme_given ? "given" : "assumed");
+    double probe_s = 0.0;
+    if (cpu && !pm->has_master && f->dir != NULL && !m->nvme_given) {
+        // Too little room for a probe, or one that failed (another job filled the disk): said in
+        // the header, the bench's rates used, never silently.
+        int rc = probe_bytes >= ((size_t)32 << 20) ? plan_offload_measure_disk(f->dir, probe_bytes, &mm.nvme_read_bw, &mm.nvme_write_bw, &probe_s) : 1;
+        if (rc == 0)
+            snprintf(disk_how, sizeof(disk_how), "measured now in -zd: %.0f MiB rewritten and read, 4 MiB requests at depth 2, %.2f s",
+                     (double)probe_bytes / (1 << 20), probe_s);
+        else
+            snprintf(disk_how, sizeof(disk_how), "dev/bench/nvme_bench.sh's io_uring depth-2 read and rewrite on this machine; %s%s",
+                     rc > 0 ? "no probe in -zd: under 64 MiB free" : "the probe in -zd failed: ", rc > 0 ? "" : strerror(-rc));
+    }
+    if (m->nvme_given) snprintf(disk_how, sizeof(disk_how), "given");
+    m = &mm;
+    char buf[10][32];
+    fprintf(out, "plan: offload -zo %s -zp %s%s%s: NVMe %.3f GB/s read, %.3f GB/s write per rank (the node's rates %s; %d rank%s sharing them)%s",
+            zero_placement_names[f->optimizer], zero_placement_names[f->params], f->dir ? " -zd " : "", f->dir ? f->dir : "",
+            m->nvme_read_bw / disk_ranks / 1e9, m->nvme_write_bw / disk_ranks / 1e9,
+            disk_how, disk_ranks, disk_ranks > 1 ? "s" : "",
+            pm->has_master ? "" : "; the host is the device: AdamW at the measured optimizer rate");
+    if (pm->has_master)
+        fprintf(out, "; host<->device %.1f GB/s (PCIe %.1f GB/s nominal x %.2f, assumed); host AdamW at %.1f GB/s per rank (32 bytes per "
+                "parameter; the node's %.0f GB/s, assumed, shared by %d)",
+                m->pcie_bw * m->pcie_eff / 1e9, m->pcie_bw / 1e9, m->pcie_eff, m->host_bw / rpn / 1e9, m->host_bw / 1e9, rpn);
+    fprintf(out, "; checksums %.1f GB/s (%s); the free space in -zd: %s\n", checksum_bw / 1e9, pm->has_master ? "the host rate" : "measured now",
+            disk_free >= 0 ? plan_gib(disk_free, buf[0], 32) : f->dir ? "not known (statvfs failed)" : "not known (no -zd)");
+    fprintf(out, "%-5s | %-22s | %-10s | %-10s | %-10s | %-9s | %-4s | %-21s | %-21s | %9s | %9s | %10s | %9s | %9s | %10s | %6s\n", "stage",
+            "offload", pm->has_master ? "device" : "RAM", "host", "NVMe file", "staging", "fits", "NVMe read/written", "down/up (host)",
+            "disk", "copies", "exposed io", "step", "vs plain", "tokens/s", "MFU");
+    for (int stage = 1; stage <= 3; stage++) {
+        char err[512];
+        int nvme = f->optimizer == ZERO_PLACE_NVME || f->params == ZERO_PLACE_NVME;
+        ZeroOffloadArgs a = {f->optimizer, f->params, f->dir ? f->dir : nvme ? "(none: a plan)" : NULL};
+        if ((f->stage >= 0 && stage != f->stage) || zero_offload_check_args(&a, stage, err, sizeof(err)) != 0) continue;
+        PlanOffload off;
+        plan_offload_init(&off, pm, layout, m, stage, f->optimizer, f->params, disk_ranks, rpn, checksum_bw);
+        double shard_add = !pm->has_master ? 3.0 * e : 0.0;
+        size_t tied = zero_tied_rows_numel(stage, N, (size_t)pm->B * pm->T, (size_t)pm->T, pm->config->channels, pm->has_master);
+        PlanStep st = plan_simulate(stage, layout, net, tm, A, shard_add, mem_bw, tied, NULL, &off, NULL, 0, NULL);
+        double tps = tokens / st.step_s, mfu = tps * pm->flops_per_token / (m->peak_flops * N);
+        int fits_memory = (double)off.device <= budget && (!pm->has_master || (double)off.host <= host_budget);
+        int fits_disk = disk_free < 0 || (double)off.nvme_file * disk_ranks <= disk_free;
+        int fits = fits_memory && fits_disk;
+        char label[64], rw[48], du[48];
+        snprintf(label, sizeof(label), "-zo %s -zp %s", zero_placement_names[f->optimizer], zero_placement_names[f->params]);
+        snprintf(rw, sizeof(rw), "%s / %s", plan_gib((double)off.nvme_read, buf[0], 32), plan_gib((double)off.nvme_written, buf[1], 32));
+        if (off.host_optimizer) snprintf(du, sizeof(du), "%s / %s", plan_gib((double)off.down, buf[0], 32), plan_gib((double)off.up, buf[1], 32));
+        else snprintf(du, sizeof(du), "-");
+        fprintf(out, "%-5d | %-22s | %-10s | %-10s | %-10s | %-9s | %-4s | %-21s | %-21s | %6.1f ms | %6.1f ms | %7.1f ms | %6.1f ms | %+7.1f%% | %10.0f | %5.1f%%\n",
+                stage, label, plan_gib((double)off.device, buf[2], 32), pm->has_master ? plan_gib((double)off.host, buf[3], 32) : "-",
+                plan_gib((double)off.nvme_file, buf[4], 32), plan_gib((double)off.staging, buf[5], 32),
+                fits ? "yes" : fits_memory ? "NO (disk)" : "NO", rw, du, 1e3 * st.disk_s, 1e3 * st.copy_s,
+                1e3 * (st.io_exposed_s + st.copy_exposed_s), 1e3 * st.step_s, 100.0 * (st.step_s / plain_step_s[stage] - 1.0), tps, 100.0 * mfu);
+        fprintf(out, "plan_offload_json {\"stage\":%d,\"offload_optimizer\":\"%s\",\"offload_params\":\"%s\",\"world_size\":%d,"
+                "\"grad_accum_steps\":%d,\"element_bytes\":%d,\"bytes_device\":%zu,\"bytes_host\":%zu,\"bytes_ram\":%zu,\"bytes_working\":%zu,"
+                "\"bytes_device_counted\":%zu,\"bytes_host_counted\":%zu,\"bytes_nvme\":%zu,\"nvme_file_bytes\":%zu,"
+                "\"offload_staging_bytes\":%zu,\"nvme_read_per_step\":%lld,\"nvme_written_per_step\":%lld,\"d2h_bytes\":%lld,"
+                "\"h2d_bytes\":%lld,\"fits\":%s,\"nvme_read_gbs\":%.4f,\"nvme_write_gbs\":%.4f,\"copy_gbs\":%.3f,\"checksum_gbs\":%.3f,"
+                "\"disk_ms\":%.4f,\"copy_ms\":%.4f,\"io_exposed_ms\":%.4f,\"copy_exposed_ms\":%.4f,\"checksum_ms\":%.4f,"
+                "\"compute_ms\":%.4f,\"comm_ms\":%.4f,\"exposed_ms\":%.4f,\"step_ms\":%.4f,\"plain_step_ms\":%.4f,"
+                "\"tokens_per_s\":%.2f,\"mfu\":%.5f}\n",
+                stage, zero_placement_names[f->optimizer], zero_placement_names[f->params], N, A, e, off.device, off.host, off.engine_ram,
+                off.working, off.engine_device, off.engine_host, off.nvme_state, off.nvme_file, off.staging, off.nvme_read, off.nvme_written,
+                off.down, off.up, fits ? "true" : "false", off.read_bw / 1e9, off.write_bw / 1e9, off.copy_bw / 1e9, checksum_bw / 1e9,
+                1e3 * st.disk_s, 1e3 * st.copy_s, 1e3 * st.io_exposed_s, 1e3 * st.copy_exposed_s, 1e3 * st.checksum_s, 1e3 * st.compute_s,
+                1e3 * st.comm_s, 1e3 * st.exposed_s, 1e3 * st.step_s, 1e3 * plain_step_s[stage], tps, mfu);
+        plan_offload_free(&off);
+    }
+    fprintf(out, "plan: offload: %s = the bytes per rank there (state, working units, activations%s); staging = the NVMe stream's "
+            "three slots and two bounce buffers (zero_offload_staging_bytes); NVMe read/written and down/up per rank per step; disk, "
+            "copies = their busy time; exposed io = compute waiting for them; vs plain = the step against the stage's row above\n",
+            pm->has_master ? "device, host" : "RAM", pm->has_master ? "; host: master, m, v, the gradient and parameter staging" : ", staging");
+}
+
+#endif // ZERO_PLAN_OFFLOAD_H

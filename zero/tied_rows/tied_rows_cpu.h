@@ -1,0 +1,150 @@
+/*
+ * zero/tied_rows/tied_rows_cpu.h: stages 0, 1 of the CPU engine with N > 1, the tied wte on the last
+ * micro-step (the only one these stages reduce on). Part of the ZeRO engine (the map is in zero.cuh).
+ *
+ * wte is used twice: by the LM head (backward's first op) and by the encoder (its last). Reduced
+ * after the encoder, wte's units (65% of Ψ at d6) would go on the wire when nothing is left to
+ * compute. Instead each wte unit's reduction (all-reduce at stage 0, reduce-scatter at stage 1)
+ * starts right after its LM-head backward (zero_grads_unit_partly_ready), and the rows the encoder
+ * still adds to (this micro-batch's tokens in the unit; unit 0 also wpe's T position rows) are
+ * set aside first and zeroed in the buffer. The encoder adds into those rows in a unit-sized
+ * buffer (zero_grads_unit); they go back to the arena, and after the last unit one all-gather
+ * sends every rank's rows (a block of R = B*T + T rows, each a float id and C values; unused rows
+ * carry id -1) to every rank. In the optimizer step each rank adds all ranks' rows, rank 0's
+ * first, into the reduced gradient (stage 1: the part of its slice they cover). Every element
+ * gets each rank's gradient once: the reduced part without the set-aside rows, plus each rank's
+ * set-aside rows with its encoder part. Accumulation: earlier micro-steps add into the full
+ * buffer as before; their sum is in the set-aside rows or the reduced remainder. The GNS meter's
+ * local norm (this rank's accumulated gradient) is the remainder's norm, read before the unit's
+ * collective, plus the rows' norm after the encoder: the same sum of squares, split in two.
+ * At N = 2 this adds every element's two contributions in the order stages 2, 3 do, so the grad
+ * norm stays bit-exact with stage 3 (t_30_zero_2). The GPU engine (zero/gpu/engine_gpu.cuh) keeps
+ * the dense reduction after the encoder.
+ */
+#ifndef ZERO_TIED_ROWS_CPU_H
+#define ZERO_TIED_ROWS_CPU_H
+#ifndef ZERO_CUH
+#error "zero/tied_rows/tied_rows_cpu.h is part of the ZeRO engine; include zero.cuh"
+#endif
+
+#if !ZERO_GPU_BUILD
+static void zero_grads_reduce_full(ZeroEngine* z, int unit); // zero/engine_cpu.h: the unit's stage-0/1 collective
+
+// Room for the rows (zero_reserve_kept_rows, stages 0, 1): max_rows token rows and `positions`
+// wpe rows of row_len = C elements, one block per rank for the all-gather.
+static void zero_tied_reserve(ZeroEngine* z, size_t max_rows, int positions, int row_len) {
+    const ParamLayout* layout = z->layout;
+    size_t block = zero_tied_rows_numel(ZERO_STAGE, z->world_size, max_rows, (size_t)positions, row_len, 0);
+    if (block == 0) return;
+    const ParamTensor* wpe = &layout->tensors[param_tensor_index(layout, P_WPE, -1)];
+    z->tied_rows = max_rows + (size_t)positions;
+    z->tied_row_ids = zero_max_unit_numel(layout) / (size_t)row_len + 1;
+    if (wpe->unit != UNIT_EMBEDDING || wpe->unit_offset % (size_t)row_len != 0 ||
+        (double)layout->num_units * (double)z->tied_row_ids >= 16777216.0) { // ids must be exact floats
+        fprintf(stderr, "error: internal: wte rows for the stage-%d exchange: wpe not row-aligned in unit 0, or %d units x %zu rows past 2^24\n",
+                ZERO_STAGE, layout->num_units, z->tied_row_ids);
+        exit(1);
+    }
+    z->tied_wpe_row = (int)(wpe->unit_offset / (size_t)row_len);
+    z->tied_positions = positions;
+    z->tied_block_numel = block;
+    z->tied_gather = (float*)zero_calloc((size_t)z->world_size * block, sizeof(float), "wte rows exchange");
+    z->tied_unit = (float*)zero_calloc(zero_max_unit_numel(layout), sizeof(float), "wte rows unit");
+    z->tied_early = (int*)zero_calloc((size_t)layout->num_units, sizeof(int), "wte early reductions");
+    z->kept_ids = (int*)zero_calloc(z->tied_rows, sizeof(int), "kept wte rows");
+    z->kept_data = z->tied_gather + (size_t)z->rank * block + z->tied_rows; // this rank's values, after its R ids
+    z->kept_capacity = z->tied_rows;
+    z->kept_row_len = row_len;
+    z->kept_used = 0;
+    z->bytes_working += zero_tied_rows_bytes(layout, ZERO_STAGE, max_rows, (size_t)positions, row_len, 0);
+}
+
+// Is `unit` taking the early path now? (its LM head done on the last micro-step)
+static int zero_tied_pending(const ZeroEngine* z, int unit) { return z->tied_early != NULL && z->tied_early[unit] == 1; }
+
+// zero_grads_unit_partly_ready at stages 0, 1: set the rows aside (and unit 0's wpe rows), zero
+// them, read the GNS remainder, start the unit's collective.
+static void zero_tied_set_aside(ZeroEngine* z, int unit, const int* rows, int count, int row_len) {
+    const ParamUnit* u = &z->layout->units[unit];
+    float* g = z->grads + u->offset;
+    int positions = unit == UNIT_EMBEDDING ? z->tied_positions : 0, total = count + positions;
+    size_t row = (size_t)row_len, first = z->kept_used;
+    if (row_len != z->kept_row_len || z->tied_early[unit] != 0 || first + (size_t)total > z->kept_capacity) {
+        fprintf(stderr, "error: internal: unit %d: %d wte rows of %d set aside twice or past the %zu reserved\n", unit, total, row_len,
+                z->kept_capacity);
+        zero_abort_all_ranks(1);
+    }
+    for (int i = 0; i < total; i++) {
+        size_t k = first + (size_t)i;
+        int r = i < count ? rows[i] : z->tied_wpe_row + (i - count); // wpe's rows follow wte's in unit 0
+        z->kept_ids[k] = r;
+        memcpy(z->kept_data + k * row, g + (size_t)r * row, row * sizeof(float));
+        memset(g + (size_t)r * row, 0, row * sizeof(float));
+    }
+    z->kept_first[unit] = first;
+    z->kept_count[unit] = total;
+    z->kept_used += (size_t)total;
+    z->kept_pending++;
+    z->tied_early[unit] = 1;
+    if (z->measure_local_grad_norm) z->local_grad_norm_sq += norm_squared(g, u->padded_numel); // GNS: the remainder
+    zero_grads_reduce_full(z, unit);
+}
+
+// zero_grads_unit for the encoder's part of an early unit: the unit-sized buffer with the
+// set-aside rows put back (its other elements are never read: the encoder adds to these rows only).
+static float* zero_tied_encoder_buffer(ZeroEngine* z, int unit) {
+    size_t row = (size_t)z->kept_row_len;
+    for (int i = 0; i < z->kept_count[unit]; i++) {
+        size_t k = z->kept_first[unit] + (size_t)i;
+        memcpy(z->tied_unit + (size_t)z->kept_ids[k] * row, z->kept_data + k * row, row * sizeof(float));
+    }
+    return z->tied_unit;
+}
+
+// zero_grads_unit_ready for an early unit: its rows back into the block (GNS: their norm); after
+// the last one, the ids into the block's head and the all-gather.
+static void zero_tied_encoder_done(ZeroEngine* z, int unit) {
+    size_t row = (size_t)z->kept_row_len, first = z->kept_first[unit];
+    for (int i = 0; i < z->kept_count[unit]; i++) {
+        size_t k = first + (size_t)i;
+        memcpy(z->kept_data + k * row, z->tied_unit + (size_t)z->kept_ids[k] * row, row * sizeof(float));
+    }
+    if (z->measure_local_grad_norm) z->local_grad_norm_sq += norm_squared(z->kept_data + first * row, (size_t)z->kept_count[unit] * row);
+    z->tied_early[unit] = 2;
+    if (--z->kept_pending > 0) return;
+    float* ids = z->tied_gather + (size_t)z->rank * z->tied_block_numel;
+    for (size_t k = 0; k < z->tied_rows; k++) ids[k] = -1.0f;
+    for (int v = 0; v < z->layout->num_units; v++)
+        for (int i = 0; z->tied_early[v] && i < z->kept_count[v]; i++)
+            ids[z->kept_first[v] + (size_t)i] = (float)((size_t)v * z->tied_row_ids + (size_t)z->kept_ids[z->kept_first[v] + (size_t)i]);
+    zero_op_all_gather(z, &z->tied_op, NULL, z->tied_gather, (size_t)z->world_size * z->tied_block_numel, -1, "wte gradient rows (encoder)");
+}
+
+// In the optimizer step, once every unit's reduction is finished (stage 1: each slice moved to its
+// place): wait for the rows and add every rank's, rank 0's first, into the reduced gradient
+// (stage 1: within this rank's slice of each unit); then the arena is free for the next step.
+static void zero_tied_add_rows(ZeroEngine* z) {
+    if (z->tied_early == NULL || z->kept_used == 0) return;
+    zero_op_wait(z, &z->tied_op);
+    const ParamLayout* layout = z->layout;
+    size_t row = (size_t)z->kept_row_len, R = z->tied_rows;
+    for (int r = 0; r < z->world_size; r++) {
+        const float* ids = z->tied_gather + (size_t)r * z->tied_block_numel;
+        const float* values = ids + R;
+        for (size_t k = 0; k < R && ids[k] >= 0.0f; k++) {
+            size_t id = (size_t)ids[k], unit = id / z->tied_row_ids, lo = (id % z->tied_row_ids) * row;
+            size_t begin, end;
+            zero_update_range(z, (int)unit, &begin, &end);
+            size_t from = lo > begin ? lo : begin, to = lo + row < end ? lo + row : end;
+            float* g = z->grads + layout->units[unit].offset;
+            for (size_t e = from; e < to; e++) g[e] += values[k * row + (e - lo)];
+        }
+    }
+    memset(z->tied_early, 0, (size_t)layout->num_units * sizeof(int));
+    memset(z->kept_count, 0, (size_t)layout->num_units * sizeof(int));
+    z->kept_used = 0;
+    z->kept_pending = 0;
+}
+#endif // !ZERO_GPU_BUILD
+
+#endif // ZERO_TIED_ROWS_CPU_H
