@@ -22,15 +22,15 @@
  *     smallest b supports, min(b) / factor, rounded down to whole micro-steps, at least one
  *     micro-step more than now, at most twice the current batch and at most max_tokens (-dm);
  *     then the window starts over. At most doubling: the meter's EMAs hold one gradient spike's
- *     inflated tr(Σ) for tens of steps (docs/sweep/README.md), long enough to fill a window with
+ *     inflated tr(Σ) for tens of steps (docs/results/sweep/README.md), long enough to fill a window with
  *     readings far above where the batch should go; doubling per window still reaches any
  *     B_simple / factor within log2 of the ratio windows.
  *   It never shrinks: B_simple is an estimate of where the efficient batch is heading, and a
  *   gradient spike or a val-loss plateau that lowers it for a while is no reason to give back steps.
  * The factor sets where the batch goes relative to the meter: the batch grows towards
  * B_simple / factor, so factor 1 keeps it at most B_simple and the default 1/16 lets it reach 16 x
- * B_simple: in the CPU experiments of docs/batch_schedule/README.md B_simple read 12-35x below the
- * critical batch fitted from fixed-batch sweeps (docs/sweep/: 2-9x for d2), and 1/16 with a window
+ * B_simple: in the CPU experiments of docs/results/batch_schedule/README.md B_simple read 12-35x below the
+ * critical batch fitted from fixed-batch sweeps (docs/results/sweep/: 2-9x for d2), and 1/16 with a window
  * of 3 steps came closest to that frontier. Calibrate it for another model with a sweep.
  *
  * The learning rate when the batch changes (-dl): lr = (the -k schedule's lr at the step) *

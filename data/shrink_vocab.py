@@ -8,7 +8,7 @@ ids 0 .. V-2 by falling frequency (ties: the lower GPT-2 id first); every other 
 format (data/common.py), with ids < V, so a model with vocabulary V trains on it: the PyTorch
 reference model (dev/reference/gpt2_ref_model.bin: V 1000, C 64, 2 layers, context 64) costs about
 1 MFLOP per token against d2's 40 (its LM head over 50304 ids dominates), which is what made the
-batch-size experiments of docs/batch_schedule/ affordable on 2 shared cores. The mapping is
+batch-size experiments of docs/results/batch_schedule/ affordable on 2 shared cores. The mapping is
 printed with the share of tokens it keeps. Text is not decodable from the result (no tokenizer
 file is written; train with -s 0).
 """

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# batch_schedule_experiment.sh: -d auto against a sweep of fixed batch sizes (docs/batch_schedule/).
+# batch_schedule_experiment.sh: -d auto against a sweep of fixed batch sizes (docs/results/batch_schedule/).
 #
 #   bash scripts/batch_schedule_experiment.sh SETUP OUT_DIR
 #
-# SETUP (docs/batch_schedule/README.md); every setup: B 2 x T 64 (128-token micro-batches), fixed
+# SETUP (docs/results/batch_schedule/README.md); every setup: B 2 x T 64 (128-token micro-batches), fixed
 # batch sizes 256 .. 4096 tokens with the sqrt lr rule, constant lr, no warmup, val loss on 8
 # batches; -d auto runs from -d0 up to 4096 tokens (-dm) with -dl sqrt from the sweep's lr at -d0,
 # so at every batch the auto run uses the lr the sweep used there.
 #   shakespeare_d2  d2 (GPT-2 vocab) on data/tinyshakespeare (data/tinyshakespeare.py), the setup
-#                   of docs/sweep/: lr 1e-3 at 512 tokens, fixed runs val every 3072 tokens
+#                   of docs/results/sweep/: lr 1e-3 at 512 tokens, fixed runs val every 3072 tokens
 #   docs_d2         the same on data/doc_corpus (data/doc_corpus.py: 20 M tokens of Debian's
 #                   documentation, GPT-2 tokens)
 #     Both stop each run early, at its first val loss <= STOP_LOSS (default 6.9 and 7.8: at or

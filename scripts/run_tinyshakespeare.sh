@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on a CPU box: install what is needed, prepare tinyshakespeare (from the local
 # copies in ../shared/data when present, else downloaded), build, train a small GPT-2 (d4:
-# L=4, C=256) from scratch for a few minutes, and print the val loss and a text sample.
+# L=4, C=256) from scratch for a few minutes, and print the val loss and a text sample. The run
+# writes its log and a checkpoint at the last step into OUT and says so at the end.
 # Environment: SHARED_DATA (dir with tinyshakespeare/input.txt and gpt2/), STEPS, OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,5 +17,10 @@ if [ ! -f data/tinyshakespeare/tiny_shakespeare_train.bin ]; then
 fi
 make -s train_gpt2
 steps=${STEPS:-200}
+out=${OUT:-out/tinyshakespeare_d4_$(date +%Y%m%d_%H%M%S)}
+# -n "$steps": one checkpoint, at the last step (llm.c's model file plus the optimizer state).
 ./train_gpt2 -e d4 -b 8 -t 128 -x "$steps" -l 1e-3 -u 20 -q 0.1 -c 0.1 -v 50 -m 10 -s "$steps" -g 64 \
-    -o "${OUT:-out/tinyshakespeare_d4_$(date +%Y%m%d_%H%M%S)}" "$@"
+    -n "$steps" -o "$out" "$@"
+model=$(printf '%s/model_%08d.bin' "$out" "$steps")
+echo "output: $out (log.jsonl; checkpoint $model)"
+echo "next: python3 scripts/plot_log.py $out   # draws $out/log.png"

@@ -6,7 +6,7 @@
 # trainer's logs and draws the plots. Checked: the sweep exits 0 and writes every PNG and the
 # summary; each run's log says the batch size and step count the sweep asked for, B_small = B*T,
 # finite per-step GNS norms and a finite B_simple; the summary has every run. (Whether the fit is
-# good is not checked: 8-32 steps of d1 test the plumbing; docs/sweep/ holds a real sweep.)
+# good is not checked: 8-32 steps of d1 test the plumbing; docs/results/sweep/ holds a real sweep.)
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
