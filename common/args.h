@@ -266,6 +266,11 @@ static void train_args_parse(TrainArgs* a, int argc, char** argv) {
         const ArgSpec* spec = NULL;
         for (int k = 0; k < NUM_ARG_SPECS; k++) if (strcmp(argv[i], arg_specs[k].flag) == 0) spec = &arg_specs[k];
         if (spec == NULL) {
+            // A word that is not a flag but follows a value: most likely the shell expanded an
+            // unquoted glob (-i data/x_*.bin) into several file names, the second landing here.
+            if (argv[i][0] != '-' && i > 1 && (strchr(argv[i], '/') != NULL || strstr(argv[i], ".bin") != NULL))
+                args_fail("error: %s: unknown flag; expected a flag listed by -h (a file name here usually means the shell "
+                          "expanded an unquoted glob: quote it, -i 'data/x_train_*.bin')", argv[i]);
             args_fail("error: %s: unknown flag; expected one of the flags listed by -h", argv[i]);
         }
         if (i + 1 >= argc) {

@@ -46,6 +46,9 @@ usage: scripts/batch_size_sweep.sh [flags]
   --force                 rerun runs that already finished
   --dry-run               validate and print the commands, run nothing
   -h, --help              this help
+  Before the first run it prints the expected run time (6N FLOPs per token over every run's
+  tokens, at SWEEP_FLOPS FLOP/s, default 5e10: about what 2 CPU cores sustain on d2-d4) and warns
+  when that is over 30 minutes. The defaults (d2, 3 runs x 2097152 tokens) take hours on a CPU.
 EOF
 }
 
@@ -189,6 +192,21 @@ if [ "$ranks" -gt 1 ]; then
     [ "$(id -u)" -eq 0 ] && launcher+=(--allow-run-as-root)
 fi
 read -r -a extra_words <<< "$extra"
+
+# ---- the expected run time, before anything runs --------------------------------------------------
+# 6N FLOPs per token (forward + backward, Kaplan et al. 2020) with N = 12LC^2 + 50304C, over every
+# run's tokens; the rate SWEEP_FLOPS (FLOP/s) is a rough CPU figure, not a measurement of this host.
+case "$depth" in
+    d1) lc="1 64" ;; d2) lc="2 128" ;; d3) lc="3 192" ;; d4) lc="4 256" ;; d6) lc="6 384" ;;
+    d12) lc="12 768" ;; d24) lc="24 1024" ;; d36) lc="36 1280" ;; d48) lc="48 1600" ;; *) lc="" ;;
+esac
+if [ -n "$lc" ]; then
+    read -r layers channels <<<"$lc"
+    awk -v L="$layers" -v C="$channels" -v runs="${#batches[@]}" -v tok="$tokens" -v rate="${SWEEP_FLOPS:-5e10}" 'BEGIN {
+        n = 12 * L * C * C + 50304 * C; s = 6 * n * runs * tok / rate;
+        printf "sweep: %d runs x %d tokens, %.1fM parameters: about %.0f minutes at %.3g FLOP/s (SWEEP_FLOPS)\n", runs, tok, n / 1e6, s / 60, rate
+        if (s > 1800) printf "sweep: warning: this sweep runs for about %.1f hours; smaller --tokens or fewer --batch-sizes shorten it, --dry-run shows the commands\n", s / 3600 }'
+fi
 
 # ---- the runs ----------------------------------------------------------------------------------
 [ "$dry_run" -eq 1 ] || mkdir -p "$out" 2>/dev/null || die "--out $out: cannot create; expected a writable directory"

@@ -223,11 +223,14 @@ def write_llmc(path, cfg, version, tensors):
 def make_dir_atomically(out_dir, force, fill):
     """Build a directory under a temporary name beside out_dir (fill(tmp_dir) writes its files),
     then rename it to out_dir. With force, an existing out_dir is replaced only after the new one
-    is complete, so a failure leaves the old one as it was."""
+    is complete, so a failure leaves the old one as it was. Missing parent directories are
+    created (as `mkdir -p` would: hf/d6 works in a fresh clone)."""
     out_dir = os.path.abspath(out_dir)
     parent = os.path.dirname(out_dir)
-    if not os.path.isdir(parent):
-        die(out_dir, "its parent directory does not exist", "an output path in an existing directory")
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as e:
+        die(out_dir, f"cannot create its parent directory {parent} ({e.strerror})", "a path under a writable directory")
     try:
         tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(out_dir)}.", suffix=".tmp", dir=parent)
     except OSError as e:

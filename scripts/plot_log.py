@@ -77,6 +77,9 @@ def plot_log(log, out_path, smooth_beta, dpi=100):
     if x or bx:
         if x:
             ax.plot(x, y, lw=1.0, label="B_simple (smoothed)")
+        else:  # the batch alone: say why the meter's line is missing
+            ax.text(0.5, 0.5, b_simple_missing_reason(config), ha="center", va="center", transform=ax.transAxes,
+                    fontsize=9)
         if bx:
             # The batch of each step, as a staircase; a dot where it changed (-d auto, -ds).
             ax.plot(bx, by, color="black", lw=1.4, drawstyle="steps-post", label="batch tokens")
@@ -92,7 +95,8 @@ def plot_log(log, out_path, smooth_beta, dpi=100):
             ax.set_yscale("log")
         ax.legend(fontsize=8)
     else:
-        ax.text(0.5, 0.5, "no b_simple in log", ha="center", va="center", transform=ax.transAxes)
+        ax.text(0.5, 0.5, b_simple_missing_reason(config), ha="center", va="center", transform=ax.transAxes,
+                wrap=True, fontsize=9)
 
     ax = axes[5]
     ax.axis("off")
@@ -104,6 +108,23 @@ def plot_log(log, out_path, smooth_beta, dpi=100):
     fig.tight_layout()
     fig.savefig(out_path, dpi=dpi)
     plt.close(fig)
+
+
+def b_simple_missing_reason(config):
+    """Why a log has no B_simple, from its config record: the meter needs two batch sizes."""
+    if config.get("gns_beta") is None and config.get("gns_small_batch") == "off":
+        if config.get("world_size") == 1 and config.get("grad_accum_steps") == 1:
+            return ("no B_simple: one rank without gradient accumulation\nhas no smaller batch to compare;"
+                    "\nrun with several ranks or -d > B*T (accumulation)")
+        return "no B_simple: the meter was off (-gb -1)"
+    if not config:
+        return "no b_simple in log (no config record)"
+    return "no B_simple yet: undefined on every step so far\n(too few steps for the meter's averages)"
+
+
+# The settings a reader looks for first, in this order; the rest of the config follows, sorted.
+FIRST_SETTINGS = ("lr", "zero_stage", "world_size", "batch_tokens", "B", "T", "grad_accum_steps", "max_steps",
+                  "init", "L", "C", "parameters", "batch_schedule", "offload_optimizer", "offload_params")
 
 
 def summary_lines(log):
@@ -121,10 +142,15 @@ def summary_lines(log):
         v = last_finite(values)
         if v is not None:
             lines.append(f"{label:<15} {v:.6g}")
-    for key in sorted(log["config"]):
-        if key != "kind":
-            lines.append(f"{key:<15} {log['config'][key]}")
-    return lines[:40]
+    config = log["config"]
+    keys = [k for k in FIRST_SETTINGS if k in config]
+    keys += sorted(k for k in config if k != "kind" and k not in FIRST_SETTINGS)
+    room = 24 - len(lines)  # what fits under the panel; the rest is in the log
+    for key in keys[:room]:
+        lines.append(f"{key:<15} {config[key]}")
+    if len(keys) > room:
+        lines.append(f"... {len(keys) - room} more in log.jsonl's config record")
+    return lines
 
 
 FORMATS = (".png", ".pdf", ".svg")

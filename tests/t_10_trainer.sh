@@ -19,6 +19,7 @@ run() { ./train_gpt2 -i "$TRAIN" -j "$VAL" -e d1 -b 2 -t 16 -x 1 -v 0 -s 0 "$@";
 # Flags
 check "help_lists_every_flag_with_default" bash -c "./train_gpt2 -h | grep -q -- '-gc .*default 1' && ./train_gpt2 -h | grep -q -- '-d .*default -1'"
 check_fails "unknown_flag" "error: -Q: unknown flag" run -Q 1
+check_fails "unquoted_glob_hint" "quote it" ./train_gpt2 -i "$TRAIN" "$VAL" -x 1
 check_fails "malformed_int_value" "error: -b: 'abc' is not an integer" run -b abc
 check_fails "malformed_float_value" "error: -l: '1e-3x' is not a finite float number" run -l 1e-3x
 check_fails "infinite_float_value" "error: -l: 'inf' is not a finite float number" run -l inf

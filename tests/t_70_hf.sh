@@ -175,6 +175,7 @@ bits = (subprocess.run([tool, "round"], input=params.tobytes(), capture_output=T
 open(dst, "wb").write(header.tobytes() + bits)
 EOF
 check "export_fp32_checkpoint" $EXPORT "$CKPT" "$tmp/hf_fp32" --bpe-dir "$BPE"
+check "export_creates_missing_parent_dirs" bash -c "$EXPORT \"$CKPT\" \"$tmp/new/parent/hf\" >/dev/null && test -f \"$tmp/new/parent/hf/config.json\""
 check "import_fp32" $IMPORT "$tmp/hf_fp32" "$tmp/back_fp32.bin" --dtype fp32
 # same_model A B: byte-identical llm.c files, but for A's header slots 8-13 (0 in B).
 same_model() {
