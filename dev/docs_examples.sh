@@ -58,7 +58,7 @@ section() {
 
 make -s train_gpt2 >/dev/null
 section "The run command (README)" env STEPS="$steps" OUT="$work/run" bash scripts/run_tinyshakespeare.sh
-make -s zero_binaries >/dev/null
+make -s build/train_gpt2_z3 >/dev/null
 section "Two ranks at stage 3 (README)" mpirun --oversubscribe -np 2 -x OMP_NUM_THREADS=1 build/train_gpt2_z3 -e d1 -b 2 -t 32 -x 2 -v 0 -s 0 -o "$work/z3" -n 2
 section "A plan (README)" ./train_gpt2 --plan cpu -e d4 -b 2 -t 64 -np 2
 
