@@ -557,7 +557,7 @@ static void report_zeropp_step(const ZeroEngine* z, int step, int grad_accum_ste
 // ----------------------------------------------------------------------------
 
 // Rank 0, at start-up: what runs (stage, world size, model, batch), what each rank allocates
-// and sends beside DESIGN.md's formulas, on stdout and as the log's config record.
+// and sends beside the formulas of docs/design.md "Stages", on stdout and as the log's config record.
 static void print_run_config(const TrainArgs* args, const GPT2* model, const char* init, const DataLoader* train_loader,
                              int do_val, int grad_accum_steps, int total_batch_tokens, int max_steps, int start_step,
                              const GradientNoiseScale* gns, const BatchSchedule* batch, Logger* logger) {

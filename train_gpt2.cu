@@ -12,7 +12,7 @@
  * creates the NCCL unique id and broadcasts it over MPI, each rank takes the GPU of its local
  * rank, and NCCL carries all gradient and parameter traffic on a dedicated stream.
  *
- * ZeRO (compile-time ZERO_STAGE, DESIGN.md "Stages"): the engine is zero.cuh, the same as the
+ * ZeRO (compile-time ZERO_STAGE, docs/design.md "Stages"): the engine is zero.cuh, the same as the
  * CPU trainer's; under nvcc its model-facing functions come from zero/gpu/engine_gpu.cuh. The model code
  * below makes the CPU trainer's calls in the same places (zero_params_unit / _prefetch /
  * _unit_done in forward and backward, zero_grads_unit / _ready in backward, zero_step_begin and
@@ -753,7 +753,7 @@ static double gpu_used_mib(void) {
 }
 
 // Rank 0, at start-up: what runs (stage, world size, device, collectives, model, batch), what
-// each rank allocates and sends beside DESIGN.md's formulas (zero_print_accounting, as the CPU
+// each rank allocates and sends beside the formulas of docs/design.md "Stages" (zero_print_accounting, as the CPU
 // trainer), the GNS meter's set-up, on stdout and as the log's config record.
 static void print_run_config(const TrainArgs* args, const GPT2* model, const char* init, const DataLoader* train_loader,
                              int do_val, int grad_accum_steps, int total_batch_tokens, int max_steps, int start_step,

@@ -4,7 +4,7 @@
  * this order (each needs only the ones above it):
  *
  *   zero/cluster/mpi_single.h   without Open MPI only (ZERO_NO_MPI): <mpi.h>'s calls for one process
- *   zero/layout.h       shard layout and DESIGN.md's formulas (bytes per rank, elements sent)
+ *   zero/layout.h       shard layout and the formulas of docs/design.md "Stages" (bytes per rank, elements sent)
  *   zero/offload/nvme_io.h      asynchronous file I/O for the NVMe placement (io_uring or worker threads)
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, placement, ZeroEngine
  *   zero/cluster/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
@@ -57,7 +57,7 @@
  * micro-step (zero_grads_unit_ready), which is where the unit's collective starts.
  *
  * Stages (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
- * Parameter Models", sec. 5; DESIGN.md "Stages"), fixed at compile time by ZERO_STAGE:
+ * Parameter Models", sec. 5; docs/design.md "Stages"), fixed at compile time by ZERO_STAGE:
  *   0  DDP: everything replicated; all-reduce each unit's gradients as backward finishes it.
  *   1  optimizer state sharded (P_os): reduce-scatter gradients, AdamW on the owned slice only,
  *      all-gather the updated parameters (waited on by the next forward, unit by unit).

@@ -2,7 +2,7 @@
  * gpt2_config.h: GPT-2 model configuration, depth descriptors, and the flat parameter
  * buffer's layout (tensor table + units). Host C shared by the CPU and CUDA builds.
  *
- * Flat buffer (DESIGN.md "The flat buffer and its units"): all parameters live in one
+ * Flat buffer (docs/design.md "The flat buffer and its units"): all parameters live in one
  * contiguous buffer laid out by *unit*:
  *   unit 0          embedding: wte rows [0, R0) (R0, C), wpe (maxT, C)
  *   unit 1 + l      layer l:   ln1w (C), ln1b (C), qkvw (3C, C), qkvb (3C), attprojw (C, C),

@@ -29,7 +29,7 @@ typedef struct {
     double flops_per_token;      // the trainer's MFU numerator (6N + 6LCT, plan_flops_per_token)
 } PlanModel;
 
-// What one stage stores per rank, in bytes, and DESIGN.md's formula for the engine's state.
+// What one stage stores per rank, in bytes, and docs/design.md "Memory per rank" for the engine's state.
 typedef struct {
     size_t params, grads, optimizer, working, ring, activations, total;
     size_t state_formula; // zero_state_bytes_formula (fp32) or zero_state_bytes_formula_mixed (GPU)

@@ -17,7 +17,7 @@
 # Observed but not guaranteed by MPI (printed as INFO): at the same N > 1, stages 0-3 are
 # bit-exact with each other without accumulation (Open MPI sums in the same order for
 # all-reduce and reduce-scatter here).
-# Counts: each step's counted elements sent equal DESIGN.md's formula exactly, and params +
+# Counts: each step's counted elements sent equal docs/design.md "Elements sent per rank" exactly, and params +
 # grads + optimizer bytes equal the stage's formula exactly (Ψ recomputed by tests/zero_logcheck.py).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/zero_common.sh"

@@ -5,7 +5,7 @@
 #      steps 2-3 traced: one file and process per rank with a compute and a communication track;
 #      step > unit/phase > wait spans nest; each collective's elements and bytes equal the ring
 #      count of its kind and unit; each step's collectives add up to the log's sent elements and
-#      DESIGN.md's formula (exact); rank 0's waits add up to the log's comm wait (within 0.05 ms:
+#      docs/design.md "Elements sent per rank" (exact); rank 0's waits add up to the log's comm wait (within 0.05 ms:
 #      the same intervals, summed, the log printing 3 decimals; measured difference <= 0.001 ms).
 #      Stages 0-1: every wte unit's reduction is issued after its LM-head backward span starts and
 #      before the encoder's first backward span, and the encoder rows' all-gather once after the

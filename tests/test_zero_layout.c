@@ -99,7 +99,7 @@ static int check_adam_coverage(const ParamLayout* L, int N) {
     return 1;
 }
 
-// Bytes for params + grads + m + v from the stored sizes equal DESIGN.md's rows, computed here
+// Bytes for params + grads + m + v from the stored sizes equal docs/design.md "Memory per rank", computed here
 // from Ψ directly; elements sent, summed collective by collective over the schedule, equal the
 // closed forms 2Ψ(N-1)/N (stages 0-2, A = 1) and 3Ψ(N-1)/N (stage 3), and with A micro-steps
 // stage 2's (A+1)Ψ(N-1)/N and stage 3's 3AΨ(N-1)/N.
@@ -113,7 +113,7 @@ static int check_formulas(const ParamLayout* L, int N) {
                 stage, bytes, zero_state_bytes_formula(stage, psi, N), literal);
         // The GPU build (zero/gpu/engine_gpu.cuh): bf16 params, one micro-step's bf16 gradients at
         // stages 0, 1 (Ψ; stages 2, 3 write working units instead), their fp32 accumulation as
-        // zero_buffer_numel says (full or shard), fp32 master weights, m and v; DESIGN.md's
+        // zero_buffer_numel says (full or shard), fp32 master weights, m and v; docs/design.md "Memory per rank"
         // 2Ψ+(2+4)Ψ+12Ψ rows (issue 13: fp32 gradient accumulation).
         size_t grads_bf16 = stage <= 1 ? psi : 0;
         size_t mixed = 2 * (zero_buffer_numel(L, stage, ZERO_BUF_PARAMS, 1) + grads_bf16) +

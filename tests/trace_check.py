@@ -16,7 +16,7 @@ sizes and ring counts are recomputed here from the model config (not read from t
         2n(N-1)/N, reduce-scatter and all-gather n(N-1)/N, n = the unit padded to N x 64, the
         units recomputed from the model config with wte's vocab chunks as zero_logcheck.py does),
         its bytes = elements x element_bytes, and the collectives of each traced step add up to
-        the step's sent_elements in the log (rank 0's) and to DESIGN.md's formula (with E, the
+        the step's sent_elements in the log (rank 0's) and to docs/design.md "Elements sent per rank" (with E, the
         wte units' second reduction and third gather at stages 2, 3);
       - rank 0's waits in each step add up to the log's comm_wait_ms (within X ms, default 0.05:
         both sum the same intervals, the log printing 3 decimals; measured on the CPU build at
@@ -89,7 +89,7 @@ def tied_block(cfg, stage, n, gpu):
 
 
 def sent_formula(stage, psi, e, n, a, tied=0):
-    # DESIGN.md's rows (zero/layout.h: zero_elements_sent_formula), per rank per step; e = E
+    # docs/design.md "Elements sent per rank" (zero/layout.h: zero_elements_sent_formula), per rank per step; e = E
     if n == 1:
         return 0
     per, emb = psi // n * (n - 1), e // n * (n - 1)

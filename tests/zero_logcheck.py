@@ -14,7 +14,7 @@ recomputed here from the model config.
       the config record's RAM and NVMe bytes per rank equal the placement's formula, and every
       train record's NVMe bytes read and written equal the region table recomputed from the layout
   counts RUN STAGE
-      each train record's sent_elements equals DESIGN.md's formula for STAGE (CPU stages 0-1 with
+      each train record's sent_elements equals docs/design.md "Elements sent per rank" for STAGE (CPU stages 0-1 with
       N > 1: plus the encoder rows' all-gather, (BT+T)(C+1)(N-1)), the config record's
       world size N and accumulation A, with Ψ (and E, the units of the vocab-chunked wte) recomputed
       from L, C, Vp, maxT; and the config record's params+grads+optimizer bytes equal the stage's

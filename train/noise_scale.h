@@ -4,7 +4,7 @@
  * after each optimizer step, and the step line's and the log's GNS fields. The meter itself (the
  * estimates and EMAs) is common/gns.h; this file ties it to the engine (zero.cuh), so include it
  * after zero.cuh. Host C, header-only.
- * Source: DESIGN.md "Batch-size recipe"; McCandlish et al. 2018, "An Empirical Model of
+ * Source: docs/design.md "Batch-size recipe"; McCandlish et al. 2018, "An Empirical Model of
  * Large-Batch Training", Appendix A.
  */
 #ifndef NOISE_SCALE_H

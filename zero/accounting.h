@@ -1,5 +1,5 @@
 /*
- * zero/accounting.h: what a rank allocates and sends, printed beside DESIGN.md's formulas
+ * zero/accounting.h: what a rank allocates and sends, printed beside the formulas of docs/design.md "Stages"
  * (zero/layout.h) at start-up. Part of the ZeRO engine (the map is in zero.cuh).
  */
 #ifndef ZERO_ACCOUNTING_H
@@ -12,7 +12,7 @@
 static void zero_offload_gpu_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out); // zero/offload/offload_gpu.cuh
 #endif
 
-// Print what this rank allocates and sends beside DESIGN.md's formulas (rank 0 calls it): the
+// Print what this rank allocates and sends beside the formulas of docs/design.md "Stages" (rank 0 calls it): the
 // fp32 rows on the CPU, the mixed-precision rows (bf16 + fp32 master and m, v) on the GPU.
 static void zero_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out) {
     const ParamLayout* layout = z->layout;

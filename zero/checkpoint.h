@@ -1,5 +1,5 @@
 /*
- * zero/checkpoint.h: checkpoints over the engine's interface (DESIGN.md "Checkpoints"; file
+ * zero/checkpoint.h: checkpoints over the engine's interface (docs/design.md "Checkpoints"; file
  * formats in common/model_file.h and common/state_file.h). Host code, the same in both
  * builds: a checkpoint written by either build resumes in either (the state files hold fp32 Adam
  * slices; the model file the fp32 parameters, which on the GPU are the master weights).

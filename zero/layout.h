@@ -4,7 +4,7 @@
  *
  * common/gpt2_config.h pads each unit to a multiple of world_size * ZERO_ALIGN elements; these
  * say which buffers a stage shards, where a rank's slice of a unit lives in the buffer that rank
- * stores, how many working-unit elements a stage keeps, and DESIGN.md's formulas for bytes per
+ * stores, how many working-unit elements a stage keeps, and the formulas of docs/design.md "Stages" for bytes per
  * rank and elements sent per step, which the engine prints its own counts beside.
  *
  * "Elements sent" counts what a ring algorithm sends per rank, for n elements over N ranks (n
@@ -21,7 +21,7 @@
  *            all-gather),
  *   stage 3: (3AΨ + 2AE)(N-1)/N (two all-gathers and one reduce-scatter per micro-step; wte's
  *            units three all-gathers, encoder, LM head forward and backward, and two reduce-scatters),
- * i.e. DESIGN.md's 2Ψ(N-1)/N and 3Ψ(N-1)/N at A = 1 plus the tied embedding's second pass: the
+ * i.e. docs/design.md "Elements sent per rank": 2Ψ(N-1)/N and 3Ψ(N-1)/N at A = 1 plus the tied embedding's second pass: the
  * price of never holding all of wte or its gradient in a working buffer. The two scalar all-reduces per step
  * (grad norm, carrying the GNS meter's local norm too; mean loss) and what MPI's own algorithms
  * actually move are not in that count.
@@ -160,7 +160,7 @@ static inline size_t zero_ring_buffer_numel(const ParamLayout* layout, int world
     return zero_max_unit_numel(layout) / (size_t)world_size;
 }
 
-// DESIGN.md's memory rows for the fp32 CPU build (params + grads + Adam m, v; no master copy),
+// docs/design.md "Memory per rank" for the fp32 CPU build (params + grads + Adam m, v; no master copy),
 // in bytes per rank, with psi = padded parameter count (divisible by world_size).
 static inline size_t zero_state_bytes_formula(int stage, size_t psi, int world_size) {
     size_t n = (size_t)world_size;
@@ -173,7 +173,7 @@ static inline size_t zero_state_bytes_formula(int stage, size_t psi, int world_s
 }
 static const char* const zero_state_bytes_formula_text[4] = {"16Ψ", "8Ψ+8Ψ/N", "4Ψ+12Ψ/N", "16Ψ/N"};
 
-// DESIGN.md's memory rows for the GPU build, in bytes per rank: bf16 params (2Ψ), gradients as
+// docs/design.md "Memory per rank" for the GPU build, in bytes per rank: bf16 params (2Ψ), gradients as
 // one micro-step in bf16 (2Ψ, stages 0, 1; stages 2, 3 write working units instead) plus their
 // fp32 accumulation across micro-steps, which the optimizer reads (4Ψ at stages 0, 1, which
 // reduce on the last micro-step; the 4Ψ/N shard at stages 2, 3), fp32 master weights and Adam

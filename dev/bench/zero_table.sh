@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ZeRO table for the CPU build: for each stage and world size N, a short d6 run (B 1, T 64 per
 # rank, OMP_NUM_THREADS=1 per rank) and, per rank per step: mean step time and exposed (waited)
-# communication time over the steps after the first, elements sent counted vs DESIGN.md's
+# communication time over the steps after the first, elements sent counted vs docs/design.md "Elements sent per rank"
 # formula, bytes of params+grads+optimizer state vs the formula, working-unit bytes, and rank
 # 0's peak RSS. Then the accumulation trade-off (stage 2 reduce-scatters every micro-step into
 # the shard; stage 1's schedule, reduce once after the last micro-step, is DESIGN's alternative
