@@ -283,7 +283,7 @@ static void plan_offload_init(PlanOffload* off, const PlanModel* pm, const Param
     off->optimizer = optimizer;
     off->params = params;
     off->layout = layout;
-    zero_offload_layout(&off->o, layout, optimizer, params);
+    zero_offload_layout_for(&off->o, layout, optimizer, params, pm->has_master);
     PlanBytes b = plan_stage_bytes(pm, layout, stage);
     off->staging = zero_offload_staging_bytes_of(&off->o);
     off->nvme_file = off->o.file_bytes;
@@ -424,7 +424,7 @@ static void plan_print_offload(const PlanModel* pm, const PlanMachine* m, const 
     // given 0.7, 11 with this probe, 8 with one the size of the files). About 3 x its bytes of I/O (~6 s at 0.7 GB/s).
     PlanMachine mm = *m;
     ZeroOffload probe_layout;
-    zero_offload_layout(&probe_layout, layout, f->optimizer, f->params);
+    zero_offload_layout_for(&probe_layout, layout, f->optimizer, f->params, pm->has_master);
     double probe_want = fmin(fmax((double)probe_layout.file_bytes * disk_ranks, (double)(1 << 30)), 4.0 * (1 << 30));
     if (disk_free >= 0 && probe_want > disk_free / 2) probe_want = disk_free / 2;
     size_t probe_bytes = (size_t)probe_want;
