@@ -87,10 +87,14 @@ ZERO_SOURCE_HASH := $(shell cat train_gpt2.c $(sort $(wildcard $(SOURCE_HEADER_G
 CFLAGS += -DZERO_SOURCE_HASH=\"$(ZERO_SOURCE_HASH)\"
 
 .PHONY: all test clean
-all: train_gpt2 test_gpt2
+all: train_gpt2 test_gpt2 plan_gpt2
 
 train_gpt2: train_gpt2.c $(CPU_HEADERS)
 	$(MPI_CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+# The planner (plan/plan.h): its own binary; the trainers' --plan runs it (train/plan_exec.h).
+# One binary plans either build's layout (the machine picks: h100/h200 the GPU build's).
+plan_gpt2: plan/plan_gpt2.c train_gpt2.c $(CPU_HEADERS)
+	$(MPI_CC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=0 $< -o $@ $(LDLIBS)
 # `make train_gpt2 ZERO_STAGE=k` must rebuild when k changes: the stage is recorded in a stamp,
 # and so is the MPI choice (with or without Open MPI).
 train_gpt2 test_gpt2: $(BUILD)/zero_stage_stamp
@@ -143,11 +147,11 @@ $(BUILD)/%: tests/%.c $(CPU_HEADERS)
 
 unit_tests: $(UNIT_TESTS)
 
-test: train_gpt2 test_gpt2 unit_tests
+test: train_gpt2 test_gpt2 plan_gpt2 unit_tests
 	bash tests/run_all.sh
 
 clean:
-	rm -rf $(BUILD) train_gpt2 test_gpt2 train_gpt2cu test_gpt2cu
+	rm -rf $(BUILD) train_gpt2 test_gpt2 plan_gpt2 train_gpt2cu test_gpt2cu
 
 # CUDA build targets live in cuda.mk (train_gpt2cu, test_gpt2cu, cuda_check); the same sources
 # built for the CPU emulation of CUDA (tests without a GPU) in emu.mk (emu_binaries).

@@ -44,9 +44,7 @@
 #include "train/train_setup.h" // after zero.cuh: starts the ranks through it
 #include "train/noise_scale.h" // the GNS meter's glue to the engine: after zero.cuh
 #include "train/batch_schedule_trainer.h" // the batch schedule's glue: after noise_scale.h
-#include "plan/plan_setup.h"  // --plan: after zero.cuh
-#include "plan/measure.h"        // the cpu machine's measured rates, for --plan
-#include "plan/measure_ops.h"    // its non-GEMM ops measured at the model's shapes, for --plan
+#include "train/plan_exec.h"   // --plan: runs ./plan_gpt2 (plan/plan_gpt2.c) in this process's place
 
 // ----------------------------------------------------------------------------
 // Activations: everything forward keeps for backward, sized for (B, T).
@@ -108,7 +106,7 @@ typedef struct {
 static float* carve(float** cursor, size_t n) { float* p = *cursor; *cursor += n; return p; }
 
 // Floats of each activation and scratch buffer for (B, T), in the order gpt2_alloc_activations
-// carves them; returns their count. The planner's activation bytes are their sum (gpt2_plan_fill).
+// carves them; returns their count. The planner's activation bytes are their sum (plan/plan_gpt2.c).
 // The logits are one vocab chunk's, B x T x R (R = wte_chunk_rows_max: the LM head walks wte's
 // chunks, never holding all B x T x Vp), and sampling's B x Vp.
 #define GPT2_ACTIVATION_BUFFERS 31
@@ -616,103 +614,12 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     fflush(stdout);
 }
 
-/*
- * --plan (plan/plan.h): what the fp32 CPU build stores and does, beside the plan's model and
- * machine. Activations: this trainer's buffers (gpt2_activation_sizes). Attention: the B x NH x
- * T x T probabilities are stored; backward runs 4 T x T products; both in 64-row query blocks.
- * Optimizer per owned element: AdamW reads p, g, m, v and writes p, m, v (28 bytes), the
- * 1/world_size average reads and writes g (8), the norm reads it (4). The cpu machine: this
- * CPU's sgemm rate at the model's shapes and memory bandwidth, measured now on the trainer's
- * threads (plan/measure.h), its cores and memory; and when several ranks share these cores (a
- * node's ranks, times hosts_here simulated nodes), the rates one rank gets while they all run,
- * measured with that many processes at once: the rates the plan's compute uses.
- */
-static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine* m, int is_cpu) {
-    const GPT2Config* c = pm->config;
-    size_t sizes[GPT2_ACTIVATION_BUFFERS], floats = 0;
-    int n = gpt2_activation_sizes(layout, pm->B, pm->T, sizes);
-    for (int i = 0; i < n; i++) floats += sizes[i];
-    pm->element_bytes = sizeof(float);
-    pm->has_master = 0;
-    pm->activation_bytes = floats * sizeof(float);
-    pm->ring_buffer = ZERO_RING; // its collectives are the engine's rings (zero/comm_ring.h)
-    pm->attention_backward_products = 4;
-    pm->attention_block = 64;
-    pm->stores_attention_matrix = 1;
-    pm->optimizer_bytes_per_element = 28.0 + (pm->world_size > 1 ? 8.0 : 0.0) + 4.0;
-    pm->flops_per_token = plan_flops_per_token(layout->num_parameters, c->num_layers, c->channels, pm->T);
-    if (!is_cpu) return;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    int N = pm->world_size, rows = pm->B * pm->T < 1024 ? pm->B * pm->T : 1024;
-    int hosts = m->hosts_here > 0 ? m->hosts_here : 1;
-    int rpn = m->ranks_per_node > 0 && m->ranks_per_node < N ? m->ranks_per_node : N;
-    if (hosts > (N + rpn - 1) / rpn) hosts = (N + rpn - 1) / rpn;
-    if (m->threads_per_rank == 0) m->threads_per_rank = omp_get_max_threads();
-    int threads = m->threads_per_rank, sharing = rpn * hosts < N ? rpn * hosts : N;
-    int R = 0; // the LM head's GEMMs: one vocab chunk's rows at a time, the largest chunk's
-    for (int k = 0; k < layout->num_wte_units; k++) {
-        int rows_k = (int)layout->tensors[wte_piece_index(layout, k)].shape[0];
-        if (rows_k > R) R = rows_k;
-    }
-    // First the ranks at once (forked: before this process runs an OpenMP region), then one alone.
-    MeasureRankRates shared;
-    int measure = sharing > 1 && m->peak_flops == 0.0 && m->mem_bw == 0.0;
-    if (measure && sharing > MEASURE_MAX_RANKS) { // fewer measured would give each rank too large a share of the cores
-        fprintf(stderr, "error: --plan cpu: %d ranks would share this machine's %ld cores; expected at most %d (rpn=K: nodes of K ranks, "
-                "hosts_here=H of them here)\n", sharing, cores, MEASURE_MAX_RANKS);
-        exit(1);
-    }
-    int measured_shared = measure && measure_rank_rates(sharing, threads, rows, c->channels, c->padded_vocab_size, R, c->num_layers,
-                                                        ZERO_PROGRESS_POLL_US, &shared) == 0;
-    if (measure && !measured_shared) exit(1); // its error line is printed; rates measured alone would be too fast
-    if (measured_shared) {
-        m->rank_flops = shared.flops_min; // the slowest rank's: the step waits for it
-        m->rank_mem_bw = shared.bw_min;
-        m->rank_rates_ranks = sharing;
-        // A ring step moves when a progress thread gets its turn (zero/progress_cpu.h): at least one turn.
-        m->intra_lat = fmax(m->intra_lat, shared.poll_s);
-        m->inter_lat = fmax(m->inter_lat, shared.poll_s);
-    }
-    omp_set_num_threads(threads); // one rank alone on its threads
-    double measured_flops = measure_sgemm_flops(rows, c->channels, c->padded_vocab_size, R, c->num_layers);
-    double measured_bw = measure_memory_bandwidth();
-    MeasureOps ops; // the rest of the step's work, timed alone on these threads (plan/measure_ops.h)
-    int ops_measured = m->peak_flops == 0.0 && m->mem_bw == 0.0 &&
-                       measure_ops(pm->B, pm->T, c->channels, c->num_heads, c->padded_vocab_size, R, N, &ops) == 0;
-    if (ops_measured) {
-        m->ops_measured = 1;
-        m->op_layer_fwd_s = ops.layer_fwd_s;
-        m->op_layer_bwd_s = ops.layer_bwd_s;
-        m->op_head_fwd_s = ops.head_fwd_s;
-        m->op_head_bwd_s = ops.head_bwd_s;
-        m->op_optimizer_s = ops.optimizer_s;
-        m->op_zero_grads_s = ops.zero_grads_s;
-    }
-    if (m->peak_flops == 0.0) m->peak_flops = measured_flops;
-    if (m->mem_bw == 0.0) m->mem_bw = measured_bw;
-    if (m->memory == 0.0) m->memory = (double)pages * (double)page / hosts;
-    if (m->cores == 0) m->cores = (int)(cores / hosts > 0 ? cores / hosts : 1);
-    char tail[640];
-    snprintf(tail, sizeof(tail), " | measured: sgemm %.1f GFLOP/s at the model's shapes, memory %.1f GB/s, %d threads; %d cores",
-             measured_flops / 1e9, measured_bw / 1e9, threads, m->cores);
-    if (measured_shared)
-        snprintf(tail + strlen(tail), sizeof(tail) - strlen(tail), "; one rank of %d at once on %ld cores: the slowest %.1f GFLOP/s, "
-                 "%.1f GB/s (mean %.1f, %.1f), a progress thread's %d us poll takes %.0f us", sharing, cores, shared.flops_min / 1e9,
-                 shared.bw_min / 1e9, shared.flops_mean / 1e9, shared.bw_mean / 1e9, ZERO_PROGRESS_POLL_US, shared.poll_s * 1e6);
-    if (ops_measured)
-        snprintf(tail + strlen(tail), sizeof(tail) - strlen(tail), "; measured alone, a layer's non-GEMM ops %.2f ms forward, %.2f ms "
-                 "backward, the classifier %.1f + %.1f ms, the optimizer %.2f ns and the zeroing %.2f ns per element",
-                 1e3 * ops.layer_fwd_s, 1e3 * ops.layer_bwd_s, 1e3 * ops.head_fwd_s, 1e3 * ops.head_bwd_s, 1e9 * ops.optimizer_s,
-                 1e9 * ops.zero_grads_s);
-    snprintf(m->name + strlen(m->name), sizeof(m->name) - strlen(m->name), "%s", tail);
-}
-
 #ifndef TESTING
 int main(int argc, char** argv) {
     // Flags, ranks, batch arithmetic, output dir, the checkpoint to resume: train/train_setup.h.
+    plan_exec_if_asked(argc, argv); // --plan: the planner's own binary, no training
     TrainRun run;
     train_run_start(&run, &argc, &argv);
-    if (run.args.plan_machine != NULL) return plan_run(&run.args, gpt2_plan_fill); // --plan: no training
     TrainArgs args = run.args;
     int rank = run.rank, world_size = run.world_size, B = args.B, T = args.T;
     int start_step = run.start_step, do_val = run.do_val;

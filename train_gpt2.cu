@@ -50,7 +50,7 @@
 #include "train/train_setup.h" // after zero.cuh: starts the ranks through it
 #include "train/noise_scale.h" // the GNS meter's glue to the engine, shared with train_gpt2.c: after zero.cuh
 #include "train/batch_schedule_trainer.h" // the batch schedule's glue, shared with train_gpt2.c: after noise_scale.h
-#include "plan/plan_setup.h"  // --plan: after zero.cuh
+#include "train/plan_exec.h"   // --plan: runs ./plan_gpt2 (plan/plan_gpt2.c) in this process's place
 
 #include "common/cuda_utils.cuh"
 #include "common/op_timer.cuh"
@@ -817,31 +817,6 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     fflush(stdout);
 }
 
-/*
- * --plan (plan/plan.h): what the GPU build stores and does. Activations: this trainer's device
- * buffers (gpt2_activation_bytes). Attention: flash-style, no T x T matrix, 64-row tiles, 5
- * products in backward (S recomputed). Optimizer per owned element: the norm reads the fp32
- * gradient (4 bytes), AdamW reads gradient, master, m, v and writes master, m, v and the bf16
- * parameter (30). Nothing here touches a GPU.
- */
-static void gpt2_plan_fill(PlanModel* pm, const ParamLayout* layout, PlanMachine* m, int is_cpu) {
-    const GPT2Config* c = pm->config;
-    pm->element_bytes = sizeof(bf16);
-    pm->has_master = 1;
-    pm->activation_bytes = gpt2_activation_bytes(layout, pm->B, pm->T);
-    pm->ring_buffer = 0; // NCCL's buffers are its own (the machine's reserve)
-    pm->attention_backward_products = 5;
-    pm->attention_block = 64;
-    pm->stores_attention_matrix = 0;
-    pm->optimizer_bytes_per_element = 34.0;
-    pm->flops_per_token = plan_flops_per_token(layout->num_parameters, c->num_layers, c->channels, pm->T);
-    if (is_cpu && m->peak_flops == 0.0) { // the GPU build planned on a CPU machine: only its bytes mean something
-        m->peak_flops = 1e11;
-        m->mem_bw = 1e10;
-        m->memory = 64e9;
-    }
-}
-
 // A step enqueued whose results the host has not read yet (read one step later: finish_step).
 typedef struct {
     int step;       // from 1; 0: none
@@ -923,9 +898,9 @@ static int finish_step(GPT2* model, StepPending* p, BatchSchedule* batch, Gradie
 #ifndef TESTING
 int main(int argc, char** argv) {
     // Flags, ranks, batch arithmetic, output dir, the checkpoint to resume: train/train_setup.h.
+    plan_exec_if_asked(argc, argv); // --plan: the planner's own binary, no training, no GPU
     TrainRun run;
     train_run_start(&run, &argc, &argv);
-    if (run.args.plan_machine != NULL) return plan_run(&run.args, gpt2_plan_fill); // --plan: no training, no GPU
     TrainArgs args = run.args;
     int rank = run.rank, world_size = run.world_size, B = args.B, T = args.T;
     int start_step = run.start_step, do_val = run.do_val;

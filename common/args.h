@@ -73,6 +73,8 @@ typedef struct {
     const char* plan_machine;  // --plan: print the plan for this machine and exit (no training)
     int plan_world_size;       // -np: ranks to plan for (-1: 1); only with --plan
     int plan_ranks_per_node;   // -rpn: ranks per node to plan for (0: the machine's); only with --plan
+    const char* plan_json;     // -pj: the plan's JSON rows to this file ("-": stdout), NULL: none; only with --plan
+    int plan_zeropp;           // -pz: 1: the usual ZeRO++ rows beside stage 3 (-qw/-hp/-qg given: that row anyway); only with --plan
 } TrainArgs;
 
 #define TOTAL_BATCH_AUTO (-2) // -d auto
@@ -128,6 +130,8 @@ static const ArgSpec arg_specs[] = {
     {"--plan", ARG_STRING, ARG_FIELD(plan_machine), "plan stages 0-3 on h100, h200, cpu[,key=value...]; exit"},
     {"-np", ARG_INT, ARG_FIELD(plan_world_size), "with --plan: the number of ranks to plan for (-1: 1)"},
     {"-rpn", ARG_INT, ARG_FIELD(plan_ranks_per_node), "with --plan: ranks per node (0: the machine's)"},
+    {"-pj", ARG_STRING, ARG_FIELD(plan_json), "with --plan: the rows as JSON lines to FILE (-: stdout)"},
+    {"-pz", ARG_INT, ARG_FIELD(plan_zeropp), "with --plan: 1 adds the ZeRO++ rows beside stage 3 (0/1)"},
 };
 #define NUM_ARG_SPECS (int)(sizeof(arg_specs) / sizeof(arg_specs[0]))
 
@@ -138,7 +142,7 @@ static const struct { const char* flag; long min, max; } arg_int_ranges[] = {
     {"-u", 0, INT_MAX}, {"-x", -1, INT_MAX}, {"-v", 0, INT_MAX}, {"-m", 1, INT_MAX}, {"-s", 0, INT_MAX},
     {"-g", 1, 1048576}, {"-a", 0, 1},       {"-z", -1, 3},
     {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX}, {"-ot", 0, INT_MAX}, {"-np", -1, 1 << 20},
-    {"-rpn", 0, 1 << 16}, {"-qw", 0, 1}, {"-qg", 0, 1}, {"-hp", 0, INT_MAX},
+    {"-rpn", 0, 1 << 16}, {"-qw", 0, 1}, {"-qg", 0, 1}, {"-hp", 0, INT_MAX}, {"-pz", 0, 1},
     {"-qb", 32, 65536}, {"-qbg", 32, 65536}, // blocks: also multiples of 32 (zero/zeropp/zeropp.h)
 };
 
@@ -199,6 +203,8 @@ static void train_args_defaults(TrainArgs* a) {
     a->plan_machine = NULL;
     a->plan_world_size = -1;
     a->plan_ranks_per_node = 0;
+    a->plan_json = NULL;
+    a->plan_zeropp = 0;
 }
 
 // -ts "FIRST-LAST" or "STEP" into steps from 1; returns 0, or -1 when malformed.
@@ -342,6 +348,9 @@ static void train_args_validate(const TrainArgs* a) {
     size_t tn = a->trace_path ? strlen(a->trace_path) : 0;
     if (a->trace_path != NULL && (tn < 6 || strcmp(a->trace_path + tn - 5, ".json") != 0)) {
         args_fail("error: -tr %s: not a .json file name; expected a path ending in .json (rank R writes .rankR.json)", a->trace_path);
+    }
+    if (a->plan_machine == NULL && (a->plan_json != NULL || a->plan_zeropp != 0)) {
+        args_fail("error: %s: a plan's output; expected --plan MACHINE as well", a->plan_json != NULL ? "-pj" : "-pz");
     }
     if (a->plan_machine == NULL && (a->plan_world_size != -1 || a->plan_ranks_per_node != 0)) {
         args_fail("error: %s: only plans take a world; expected --plan MACHINE as well (a run's ranks come from mpirun)",

@@ -1,10 +1,21 @@
 /*
- * plan/plan.h: the planner (--plan MACHINE): for a model, a batch and a world of N ranks on a
- * described machine, what each ZeRO stage stores and sends per rank, and how long its step
- * takes, printed as one table and one plan_json line per stage. Part of the ZeRO engine (the map
- * is in zero.cuh); each trainer calls plan_print (through plan/plan_setup.h) with what only it
- * knows (its element sizes, its activation bytes, its attention's products). Its parts:
+ * plan/plan.h: the planner: for a model, a batch and a world of N ranks on a described machine,
+ * what each ZeRO stage stores and sends per rank, and how long its step takes, printed as one
+ * table for people; with -pj the same numbers as JSON lines (plan_json, one per stage) for
+ * scripts and tests; the ZeRO++ rows when asked (-pz 1, or -qw/-hp/-qg: that row), the offload
+ * rows when asked (-zo, -zp, -zd). docs/planning.md is the user's page.
  *
+ * Its own binary, ./plan_gpt2 (plan/plan_gpt2.c), and the trainers' --plan a thin call into it
+ * (train/plan_exec.h: the trainer execs plan_gpt2 with the same arguments). Why: the planner is a
+ * model of the engine, not part of it: a trainer should not carry its set-up, its rate
+ * measurements and two builds' sizes; and one binary can plan either build's layout, which a
+ * planner compiled into each trainer could not (the CPU trainer planned its own fp32 layout even
+ * for --plan h100, so GPT-2 124M on 8 H100s "did not fit"). The machine picks the layout: h100
+ * and h200 the GPU build's (bf16 parameters and micro-step gradients, fp32 accumulated gradients,
+ * master weights and Adam state), cpu the CPU build's (fp32); gpu_build=0|1 overrides. --plan
+ * stays in the trainers because scripts and users call `./train_gpt2 --plan ...`.
+ *
+ * Its parts:
  *   plan/plan_machine.h  the machine: presets (h100, h200, cpu) and key=value overrides
  *   plan/plan_memory.h   the model and batch; bytes per rank at each stage (the engine's functions)
  *   plan/plan_compute.h  the work per unit: FLOPs and element-wise bytes; MFU's numerator
@@ -13,9 +24,13 @@
  *   plan/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
  *   plan/plan_offload.h  offload (-zo, -zp): zero/offload/offload.h's bytes, the NVMe stream and copies simulated
  *   plan/plan.h          this file: every stage's plan, the table, the ZeRO++ rows
+ *   plan/plan_setup.h    the flags into a PlanModel and a PlanMachine; -pj's file
+ *   plan/measure.h, plan/measure_ops.h  the cpu machine's rates, measured when the plan runs
+ *   plan/plan_gpt2.c     the binary: each build's element sizes and activation bytes
  *
  * So the planner's bytes and elements sent are the engine's (tests/t_66_plan_trace.sh checks
- * them against runs). What the model leaves out: README "Seeing and planning a run".
+ * them against runs of both builds; tests/t_04_plan.sh the 124M plan against the hand formula).
+ * What the model leaves out: docs/planning.md.
  */
 #ifndef ZERO_PLAN_H
 #define ZERO_PLAN_H
@@ -70,8 +85,8 @@ static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const Pa
     double shard_add = !pm->has_master ? 3.0 * e : 0.0;
     double quant_bw = m->quant_bw;
     const char* quant_how = "stated (quant_gbs)";
-#if !ZERO_GPU_BUILD
-    if (quant_bw <= 0 && m->reduce_on_cpu) {
+#if !ZERO_GPU_BUILD // plan_gpt2 is built for the CPU; its GPU-layout rows take the memory rate below
+    if (quant_bw <= 0 && m->reduce_on_cpu && !pm->has_master) { // the CPU build's (de)quantize, timed here
         // Measured alone; ranks sharing the cores get the share their memory rate shows.
         quant_bw = plan_pp_measure_quant_bw(f->block) * (m->mem_bw > 0 && mem_bw < m->mem_bw ? mem_bw / m->mem_bw : 1.0);
         quant_how = "measured here (cpu/quantize.h, int8 round trip, 1M elements, one thread; scaled by the rank's memory share)";
@@ -120,7 +135,7 @@ static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const Pa
                 p.label, plan_gib((double)(secondary + buffers), buf[0], 32), plan_gib((double)total, buf[1], 32), fits ? "yes" : "NO",
                 plan_gib((double)st.sent_elements * e, buf[2], 32), plan_gib((double)across0, buf[3], 32), across_node,
                 1e3 * st.compute_s, 1e3 * st.quantize_s, 1e3 * st.comm_s, 1e3 * st.exposed_s, 1e3 * st.step_s, tps, 100.0 * mfu);
-        fprintf(out, "plan_zeropp_json {\"label\":\"%s\",\"qw\":%d,\"hp\":%d,\"qg\":%d,\"qg_bits\":%d,\"block\":%d,\"grad_block\":%d,\"group_size\":%d,"
+        if (plan_json_out) fprintf(plan_json_out, "plan_zeropp_json {\"label\":\"%s\",\"qw\":%d,\"hp\":%d,\"qg\":%d,\"qg_bits\":%d,\"block\":%d,\"grad_block\":%d,\"group_size\":%d,"
                 "\"num_groups\":%d,\"world_size\":%d,\"ranks_per_node\":%d,\"nodes\":%d,\"grad_accum_steps\":%d,\"element_bytes\":%d,"
                 "\"bytes_secondary\":%zu,\"bytes_buffers\":%zu,\"bytes_total\":%zu,\"fits\":%s,\"sent_elements\":%lld,"
                 "\"formula_bytes\":%lld,\"formula_forward_bytes\":%lld,\"formula_backward_bytes\":%lld,\"formula_gradient_bytes\":%lld,"
@@ -152,10 +167,10 @@ static int plan_print_zeropp(const PlanModel* pm, const PlanMachine* m, const Pa
 
 /*
  * Plan `pm` (its world_size ranks) on machine `m` for ZeRO stages 0-3 and print the table to
- * `out`, then one "plan_json {...}" line per stage (the numbers, for scripts and tests). With
+ * `out`, and with -pj one "plan_json {...}" line per stage to plan_json_out (the numbers, for scripts and tests). With
  * trace_path (-tr FILE), also writes each stage's predicted timeline to
  * FILE.plan.stage<S>.json in the trace's format (scripts/plot_timeline.py draws it). Then, with
- * pp (more than one rank), the ZeRO++ rows beside stage 3 (plan_print_zeropp), and with
+ * pp (given when asked, more than one rank), the ZeRO++ rows beside stage 3 (plan_print_zeropp), and with
  * offload flags given, their rows beside the stages that take them (plan/plan_offload.h).
  * Returns 0, or 1 when no stage fits or the ZeRO++ flags do not fit the world.
  */
@@ -283,7 +298,7 @@ static int plan_print(const PlanModel* pm, const PlanMachine* m_in, const char* 
                 plan_gib((double)st[0].bytes.ring, buf[0], 32));
     for (int stage = 0; stage <= 3; stage++) {
         const PlanStage* p = &st[stage];
-        fprintf(out, "plan_json {\"stage\":%d,\"world_size\":%d,\"ranks_per_node\":%d,\"nodes\":%d,\"grad_accum_steps\":%d,"
+        if (plan_json_out) fprintf(plan_json_out, "plan_json {\"stage\":%d,\"world_size\":%d,\"ranks_per_node\":%d,\"nodes\":%d,\"grad_accum_steps\":%d,"
                 "\"padded_parameters\":%zu,\"bytes_params\":%zu,\"bytes_grads\":%zu,\"bytes_optimizer\":%zu,\"bytes_working\":%zu,"
                 "\"bytes_ring\":%zu,\"bytes_activations\":%zu,\"bytes_total\":%zu,\"bytes_state_formula\":%zu,\"fits\":%s,"
                 "\"sent_elements\":%lld,\"sent_elements_formula\":%lld,\"element_bytes\":%d,\"bytes_across_per_node\":%.0f,"

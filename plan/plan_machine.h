@@ -47,6 +47,10 @@ typedef struct {
     // node; cpu: memory).
     double nvme_read_bw, nvme_write_bw, pcie_bw, pcie_eff, host_bw, host_memory;
     int nvme_given;        // nvme_read_gbs or nvme_write_gbs given (cpu: else measured in -zd when given)
+    // Which build's layout is planned: 1 the GPU build's (bf16 parameters and micro-step gradients,
+    // fp32 accumulated gradients, master weights and Adam state: zero/gpu/engine_gpu.cuh), 0 the
+    // CPU build's (fp32 throughout). The preset's (h100, h200: 1; cpu: 0) unless gpu_build= is given.
+    int gpu_build;
 } PlanMachine;
 
 /*
@@ -78,6 +82,7 @@ static int plan_machine_preset(const char* name, PlanMachine* m) {
     memset(m, 0, sizeof(*m));
     if (strcmp(name, "h100") == 0 || strcmp(name, "h200") == 0) {
         int h200 = name[3] == '2';
+        m->gpu_build = 1;
         snprintf(m->name, sizeof(m->name), "%s: nodes of 8 x %s SXM, NVLink 4 + 8 x 400 Gb/s InfiniBand", name, h200 ? "H200" : "H100");
         m->peak_flops = 989e12;
         m->gemm_eff = 0.7;
@@ -160,7 +165,8 @@ static int plan_machine_check_items(const char* spec, size_t cap) {
  * quantize and dequantize passes, GB/s streamed), net_cpu_ns (CPU ns per byte a rank sends,
  * sender + receiver: dev/bench/net_cpu_bench.sh measures it), offload's nvme_read_gbs and
  * nvme_write_gbs (GB/s per node), pcie_gbs (GB/s per GPU and direction), pcie_eff, host_gbs
- * (GB/s per node, host AdamW) and host_gib (host memory per node). Returns 0, or -1 after
+ * (GB/s per node, host AdamW), host_gib (host memory per node) and gpu_build (1: the GPU build's
+ * layout, 0: the CPU build's; the preset's by default). Returns 0, or -1 after
  * printing the error line.
  */
 static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
@@ -192,6 +198,10 @@ static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
                    strcmp(tok, "inter_eff") == 0 || strcmp(tok, "nvme_read_gbs") == 0 || strcmp(tok, "nvme_write_gbs") == 0 ||
                    strcmp(tok, "pcie_gbs") == 0 || strcmp(tok, "pcie_eff") == 0 || strcmp(tok, "host_gbs") == 0 || strcmp(tok, "host_gib") == 0;
         int count = strcmp(tok, "rpn") == 0 || strcmp(tok, "cores") == 0 || strcmp(tok, "threads") == 0 || strcmp(tok, "hosts_here") == 0;
+        if (strcmp(tok, "gpu_build") == 0 && v != 0.0 && v != 1.0) {
+            fprintf(stderr, "error: --plan %s: gpu_build=%s; expected 0 (the CPU build's fp32 layout) or 1 (the GPU build's bf16 + fp32 master)\n", spec, eq + 1);
+            return -1;
+        }
         int fraction = strcmp(tok, "gemm_eff") == 0 || strcmp(tok, "inter_eff") == 0 || strcmp(tok, "pcie_eff") == 0;
         if (rate && !(v > 0.0)) {
             fprintf(stderr, "error: --plan %s: %s=%s is not positive; expected a number > 0\n", spec, tok, eq + 1);
@@ -244,10 +254,11 @@ static int plan_machine_parse(const char* spec, PlanMachine* m, int* is_cpu) {
         else if (strcmp(tok, "pcie_eff") == 0) m->pcie_eff = v;
         else if (strcmp(tok, "host_gbs") == 0) m->host_bw = v * 1e9;
         else if (strcmp(tok, "host_gib") == 0) m->host_memory = v * 1073741824.0;
+        else if (strcmp(tok, "gpu_build") == 0) m->gpu_build = (int)v;
         else {
             fprintf(stderr, "error: --plan %s: unknown key '%s'; expected peak_tflops, gemm_eff, mem_gbs, mem_gib, reserve_gib, "
                     "rpn, intra_gbs, intra_us, inter_gbit, inter_us, inter_eff, cores, threads, hosts_here, quant_gbs, net_cpu_ns, nvme_read_gbs, "
-                    "nvme_write_gbs, pcie_gbs, pcie_eff, host_gbs or host_gib\n", spec, tok);
+                    "nvme_write_gbs, pcie_gbs, pcie_eff, host_gbs, host_gib or gpu_build\n", spec, tok);
             return -1;
         }
     }

@@ -35,6 +35,11 @@ typedef struct {
     size_t state_formula; // zero_state_bytes_formula (fp32) or zero_state_bytes_formula_mixed (GPU)
 } PlanBytes;
 
+// Where the plan's rows go as JSON lines ("plan_json {...}", "plan_zeropp_json {...}",
+// "plan_offload_json {...}": the numbers, for scripts and tests): -pj FILE, or stdout for -pj -;
+// NULL (no -pj): the table only, for people.
+static FILE* plan_json_out;
+
 // Bytes as GiB or MiB, for the tables.
 static const char* plan_gib(double bytes, char* buf, size_t cap) {
     if (bytes >= 1073741824.0) snprintf(buf, cap, "%.2f GiB", bytes / 1073741824.0);

@@ -283,33 +283,33 @@ static void plan_offload_init(PlanOffload* off, const PlanModel* pm, const Param
     off->optimizer = optimizer;
     off->params = params;
     off->layout = layout;
-    zero_offload_layout(&off->o, layout, optimizer, params);
+    zero_offload_layout_for(&off->o, layout, optimizer, params, pm->has_master);
     PlanBytes b = plan_stage_bytes(pm, layout, stage);
     off->staging = zero_offload_staging_bytes_of(&off->o);
     off->nvme_file = off->o.file_bytes;
     zero_offload_step_bytes_of(&off->o, layout, pm->grad_accum_steps, &off->nvme_read, &off->nvme_written);
-#if ZERO_GPU_BUILD // device: bf16 parameters (unless -zp), gradients, working units; host: zero_offload_gpu_init's arrays
-    size_t shard = layout->shard_numel;
-    off->host_optimizer = optimizer != ZERO_PLACE_NONE;
-    off->params_off = params != ZERO_PLACE_NONE;
-    off->engine_device = (off->params_off ? 0 : b.params) + b.grads;
-    off->engine_host = off->host_optimizer ? (optimizer == ZERO_PLACE_NVME ? 0 : b.optimizer) +
-                                             shard * (sizeof(float) + (params == ZERO_PLACE_NVME ? 0 : sizeof(bf16))) : 0;
-    off->working = b.working;
-    off->device = off->engine_device + (off->host_optimizer ? 0 : b.optimizer) + b.working + b.ring + b.activations;
-    off->host = off->engine_host + off->staging;
-    off->nvme_state = (params == ZERO_PLACE_NVME ? shard * sizeof(bf16) : 0) + (optimizer == ZERO_PLACE_NVME ? 12 * shard : 0);
-    if (off->host_optimizer)
-        zero_offload_copy_bytes_formula(layout->padded_numel, (size_t)pm->world_size, zero_embedding_numel(layout), pm->grad_accum_steps,
-                                        off->params_off, &off->down, &off->up);
-    off->copy_bw = m->pcie_bw * m->pcie_eff;
-    off->host_update_s = 32.0 * host_ranks / m->host_bw; // adamw_update_mixed: p (bf16), master, g, m, v read, p, master, m, v written
-#else // the host is the device: RAM holds what is not on NVMe, the working units and the staging
-    off->nvme_state = (params == ZERO_PLACE_NVME ? b.params : 0) + (optimizer == ZERO_PLACE_NVME ? b.optimizer : 0);
-    off->engine_ram = b.params + b.grads + b.optimizer - off->nvme_state;
-    off->working = b.working + off->staging;
-    off->device = off->host = off->engine_ram + off->working + b.ring + b.activations;
-#endif
+    if (pm->has_master) { // the GPU build's: device: bf16 parameters (unless -zp), gradients, working units; host: zero_offload_gpu_init's arrays
+        size_t shard = layout->shard_numel;
+        off->host_optimizer = optimizer != ZERO_PLACE_NONE;
+        off->params_off = params != ZERO_PLACE_NONE;
+        off->engine_device = (off->params_off ? 0 : b.params) + b.grads;
+        off->engine_host = off->host_optimizer ? (optimizer == ZERO_PLACE_NVME ? 0 : b.optimizer) +
+                                                 shard * (sizeof(float) + (params == ZERO_PLACE_NVME ? 0 : 2 /* bf16 */)) : 0;
+        off->working = b.working;
+        off->device = off->engine_device + (off->host_optimizer ? 0 : b.optimizer) + b.working + b.ring + b.activations;
+        off->host = off->engine_host + off->staging;
+        off->nvme_state = (params == ZERO_PLACE_NVME ? shard * 2 /* bf16 */ : 0) + (optimizer == ZERO_PLACE_NVME ? 12 * shard : 0);
+        if (off->host_optimizer)
+            zero_offload_copy_bytes_formula(layout->padded_numel, (size_t)pm->world_size, zero_embedding_numel(layout), pm->grad_accum_steps,
+                                            off->params_off, &off->down, &off->up);
+        off->copy_bw = m->pcie_bw * m->pcie_eff;
+        off->host_update_s = 32.0 * host_ranks / m->host_bw; // adamw_update_mixed: p (bf16), master, g, m, v read, p, master, m, v written
+    } else { // the CPU build's: the host is the device: RAM holds what is not on NVMe, the working units and the staging
+        off->nvme_state = (params == ZERO_PLACE_NVME ? b.params : 0) + (optimizer == ZERO_PLACE_NVME ? b.optimizer : 0);
+        off->engine_ram = b.params + b.grads + b.optimizer - off->nvme_state;
+        off->working = b.working + off->staging;
+        off->device = off->host = off->engine_ram + off->working + b.ring + b.activations;
+    }
     off->read_bw = m->nvme_read_bw / disk_ranks;
     off->write_bw = m->nvme_write_bw / disk_ranks;
     off->checksum_s_per_byte = 1.0 / checksum_bw;
@@ -424,7 +424,7 @@ static void plan_print_offload(const PlanModel* pm, const PlanMachine* m, const 
     // given 0.7, 11 with this probe, 8 with one the size of the files). About 3 x its bytes of I/O (~6 s at 0.7 GB/s).
     PlanMachine mm = *m;
     ZeroOffload probe_layout;
-    zero_offload_layout(&probe_layout, layout, f->optimizer, f->params);
+    zero_offload_layout_for(&probe_layout, layout, f->optimizer, f->params, pm->has_master);
     double probe_want = fmin(fmax((double)probe_layout.file_bytes * disk_ranks, (double)(1 << 30)), 4.0 * (1 << 30));
     if (disk_free >= 0 && probe_want > disk_free / 2) probe_want = disk_free / 2;
     size_t probe_bytes = (size_t)probe_want;
@@ -485,7 +485,7 @@ static void plan_print_offload(const PlanModel* pm, const PlanMachine* m, const 
                 plan_gib((double)off.nvme_file, buf[4], 32), plan_gib((double)off.staging, buf[5], 32),
                 fits ? "yes" : fits_memory ? "NO (disk)" : "NO", rw, du, 1e3 * st.disk_s, 1e3 * st.copy_s,
                 1e3 * (st.io_exposed_s + st.copy_exposed_s), 1e3 * st.step_s, 100.0 * (st.step_s / plain_step_s[stage] - 1.0), tps, 100.0 * mfu);
-        fprintf(out, "plan_offload_json {\"stage\":%d,\"offload_optimizer\":\"%s\",\"offload_params\":\"%s\",\"world_size\":%d,"
+        if (plan_json_out) fprintf(plan_json_out, "plan_offload_json {\"stage\":%d,\"offload_optimizer\":\"%s\",\"offload_params\":\"%s\",\"world_size\":%d,"
                 "\"grad_accum_steps\":%d,\"element_bytes\":%d,\"bytes_device\":%zu,\"bytes_host\":%zu,\"bytes_ram\":%zu,\"bytes_working\":%zu,"
                 "\"bytes_device_counted\":%zu,\"bytes_host_counted\":%zu,\"bytes_nvme\":%zu,\"nvme_file_bytes\":%zu,"
                 "\"offload_staging_bytes\":%zu,\"nvme_read_per_step\":%lld,\"nvme_written_per_step\":%lld,\"d2h_bytes\":%lld,"

@@ -1,13 +1,13 @@
 /*
- * plan_setup.h: the --plan entry shared by train_gpt2.c and train_gpt2.cu: the model from -e
+ * plan/plan_setup.h: the --plan entry of ./plan_gpt2 (plan/plan_gpt2.c): the model from -e
  * (a depth descriptor or a model file's header), the batch (-b -t -d) and the world (-np, -rpn)
- * into a PlanModel, the machine from --plan MACHINE; the trainer fills in what only its build
- * knows (element sizes, its activation bytes, its attention, this CPU's measured rates) and
+ * into a PlanModel, the machine from --plan MACHINE; plan_gpt2 fills in what only the planned
+ * build knows (element sizes, its activation bytes, its attention, this CPU's measured rates) and
  * plan/plan.h prints the plan. No rank is started, no GPU touched, no file but -e read.
  * Host C; include after zero.cuh.
  */
-#ifndef COMMON_PLAN_SETUP_H
-#define COMMON_PLAN_SETUP_H
+#ifndef PLAN_PLAN_SETUP_H
+#define PLAN_PLAN_SETUP_H
 #ifndef ZERO_CUH
 #error "include zero.cuh before plan/plan_setup.h"
 #endif
@@ -18,8 +18,9 @@
 // cpu machine (is_cpu), the machine's measured rates. pm->config, B, T, A and N are set.
 typedef void (*PlanFillBuild)(PlanModel* pm, const ParamLayout* layout, PlanMachine* m, int is_cpu);
 
-// --plan: print the plan for stages 0-3 and the ZeRO++ rows (-qw -hp -qg -qgb -qb -qbg: that row;
-// none: the usual ones, with -qb's and -qbg's blocks) and return the exit status (0; 1 on a bad flag or when no stage fits).
+// --plan: print the plan for stages 0-3, the ZeRO++ rows when asked (-qw -hp -qg -qgb -qb -qbg: that
+// row; -pz 1 alone: the usual ones, with -qb's and -qbg's blocks), the offload rows when asked
+// (-zo, -zp, -zd), the JSON rows with -pj, and return the exit status (0; 1 on a bad flag or when no stage fits).
 static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
     LauncherView launched = launcher_view(); // mpirun -np K --plan: K copies of one plan, racing for one -tr file
     if (launched.tasks > 1) {
@@ -113,16 +114,20 @@ static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
         int nvme = off.optimizer == ZERO_PLACE_NVME || off.params == ZERO_PLACE_NVME;
         ZeroOffloadArgs oa = {off.optimizer, off.params, a->offload_dir ? a->offload_dir : nvme ? "(none: a plan)" : NULL};
         if (zero_offload_check_args(&oa, off.stage >= 0 ? off.stage : 3, err, sizeof(err)) != 0) { fprintf(stderr, "%s\n", err); return 1; }
-#if ZERO_GPU_BUILD
-        if (zero_offload_gpu_check_args(&oa, err, sizeof(err)) != 0) { fprintf(stderr, "%s\n", err); return 1; }
-        // The cpu machine has no host<->device link and no host AdamW rate (the host is the device):
-        // the GPU build's rows would divide by its 0 GB/s (they printed -nan ms). Given both, they plan.
-        if (m.pcie_bw <= 0.0 || m.host_bw <= 0.0) {
-            fprintf(stderr, "error: --plan %s: the GPU build's offload rows need a host<->device and a host AdamW rate; "
-                    "expected pcie_gbs= and host_gbs= with it (or h100, h200)\n", a->plan_machine);
+        if (m.gpu_build && oa.params != ZERO_PLACE_NONE && oa.optimizer == ZERO_PLACE_NONE) { // zero_offload_gpu_check_args's rule
+            fprintf(stderr, "error: -zp %s: in the GPU build the parameter shard is updated where the optimizer runs; expected -zo cpu or -zo nvme with it\n",
+                    zero_placement_names[oa.params]);
             return 1;
         }
-#endif
+        if (m.gpu_build) {
+            // The cpu machine has no host<->device link and no host AdamW rate (the host is the device):
+            // the GPU build's rows would divide by its 0 GB/s (they printed -nan ms). Given both, they plan.
+            if (m.pcie_bw <= 0.0 || m.host_bw <= 0.0) {
+                fprintf(stderr, "error: --plan %s: the GPU build's offload rows need a host<->device and a host AdamW rate; "
+                        "expected pcie_gbs= and host_gbs= with it (or h100, h200)\n", a->plan_machine);
+                return 1;
+            }
+        }
         // A -zd the run would refuse (zero_offload_setup) is refused here too, not planned with the
         // bench's rates: it must be a directory the files (and the disk probe) can be created in.
         struct stat st;
@@ -137,7 +142,31 @@ static int plan_run(const TrainArgs* a, PlanFillBuild fill) {
             return 1;
         }
     }
-    return plan_print(&pm, &m, a->init, a->trace_path, &pp, &off, stdout);
+    // -pj: the JSON rows to a file (written under a temporary name, renamed once whole) or stdout.
+    char json_path[4300], json_tmp[4400];
+    plan_json_out = NULL;
+    if (a->plan_json != NULL && strcmp(a->plan_json, "-") == 0) plan_json_out = stdout;
+    else if (a->plan_json != NULL) {
+        snprintf(json_path, sizeof(json_path), "%s", a->plan_json);
+        snprintf(json_tmp, sizeof(json_tmp), "%s.tmp", a->plan_json);
+        plan_json_out = fopen(json_tmp, "w");
+        if (plan_json_out == NULL) {
+            fprintf(stderr, "error: -pj %s: cannot create %s (%s); expected a writable path\n", a->plan_json, json_tmp, strerror(errno));
+            return 1;
+        }
+    }
+    // The ZeRO++ rows when asked: -pz 1 (the usual ones) or a ZeRO++ flag (that row).
+    int status = plan_print(&pm, &m, a->init, a->trace_path, a->plan_zeropp || pp.given ? &pp : NULL, &off, stdout);
+    if (plan_json_out != NULL && plan_json_out != stdout) {
+        int bad = ferror(plan_json_out) | fclose(plan_json_out);
+        if (bad || rename(json_tmp, json_path) != 0) {
+            fprintf(stderr, "error: -pj %s: cannot write it (%s); expected a writable path with room\n", a->plan_json, strerror(errno));
+            remove(json_tmp);
+            return 1;
+        }
+    }
+    plan_json_out = NULL;
+    return status;
 }
 
-#endif // COMMON_PLAN_SETUP_H
+#endif // PLAN_PLAN_SETUP_H

@@ -57,14 +57,14 @@ for stage in 1 2 3; do
             check "${name}_ram_nvme_bytes_equal_formulas" zcheck offload "$run" "$stage"
             # The planner's offload row (plan/plan_offload.h) for this model, batch, world and placement.
             # shellcheck disable=SC2086
-            ZERO_TEST_OFFLOAD_PIECE=15360 build/train_gpt2_z0 --plan h100 -e d2 -t 8 -b "$b" -np "$n" $p >"$run.plan" 2>&1
+            ZERO_TEST_OFFLOAD_PIECE=15360 build/train_gpt2_z0 --plan h100,gpu_build=0 -pj - -e d2 -t 8 -b "$b" -np "$n" $p >"$run.plan" 2>&1
             check "${name}_plan_offload_bytes_equal_engine" python3 tests/trace_check.py offload_plan "$run.plan" "$run"
         done
     done
 done
 # With 2 micro-steps (-zp nvme reads each shard 2A times, 3A for wte's units): 1 rank, 2 steps.
 if ZERO_TEST_OFFLOAD_PIECE=15360 zrun 1 3 "$ZT/accum_z3" -b 6 -d 96 -x 2 -n 0 -v 0 -zo nvme -zp nvme -zd "$NV"; then
-    ZERO_TEST_OFFLOAD_PIECE=15360 build/train_gpt2_z0 --plan h100 -e d2 -t 8 -b 6 -d 96 -np 1 -zo nvme -zp nvme >"$ZT/accum_z3.plan" 2>&1
+    ZERO_TEST_OFFLOAD_PIECE=15360 build/train_gpt2_z0 --plan h100,gpu_build=0 -pj - -e d2 -t 8 -b 6 -d 96 -np 1 -zo nvme -zp nvme >"$ZT/accum_z3.plan" 2>&1
     check zero3_np1_accum2_zonvmezpnvme_plan_offload_bytes_equal_engine python3 tests/trace_check.py offload_plan "$ZT/accum_z3.plan" "$ZT/accum_z3"
 else echo "FAIL zero3_np1_accum2_zonvmezpnvme_runs: $(grep error "$ZT/accum_z3.out" | head -2 | tr '\n' ' ')"; fi
 ls "$NV" | grep -q . && echo "FAIL offload_files_removed_at_exit: $(ls "$NV" | head -3 | tr '\n' ' ')"

@@ -12,9 +12,10 @@
 #      encoder (tests/trace_check.py early; measured failing on the build before zero/tied_rows/tied_rows_cpu.h).
 #   2. Tracing changes nothing it traces: the losses with and without -tr are identical (6
 #      decimals), and without -tr no file is written.
-#   3. --plan: for each of those runs the plan's bytes per rank (params, grads, optimizer,
-#      working units, the rings' receive buffer, activations) and elements sent per step equal
-#      the run's, exactly.
+#   3. --plan (the trainer runs ./plan_gpt2, train/plan_exec.h; its rows as JSON with -pj -): for
+#      each of those runs the plan of the CPU build's layout (h100,gpu_build=0: h100 alone plans
+#      the GPU build's) has the run's bytes per rank (params, grads, optimizer, working units, the
+#      rings' receive buffer, activations) and elements sent per step, exactly.
 #      The plan's step time on this CPU (--plan cpu, measured sgemm rate) against the run's
 #      measured mean step: printed as INFO (a gap, not a test: timings here are shared-core noise).
 #      With ranks sharing the cores, the plan measures one rank's rates with as many running at
@@ -46,6 +47,8 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/zero_common.sh"
 zero_setup
+# --plan in the trainers runs the planner's own binary (train/plan_exec.h): build it if the suite's make did not.
+[ -x plan_gpt2 ] || nice -n 10 make -s plan_gpt2 >"$ZT/plan_make" 2>&1 || echo "FAIL plan_gpt2_builds: $(grep -m3 error "$ZT/plan_make" | tr '\n' ' ')"
 
 # trun N STAGE NAME ARGS: zrun with 5 steps, no val, no checkpoints, steps 2-3 traced to $ZT/NAME.json.
 trun() {
@@ -62,7 +65,7 @@ for name in z0_np2 z1_np2 z2_np2 z3_np2 z2_np3_accum2; do
     # the encoder's backward (zero/tied_rows/tied_rows_cpu.h); fails on a build that reduces wte after the encoder
     case $name in z0_np2|z1_np2) check "trace_${name}_wte_reduced_before_encoder" python3 tests/trace_check.py early "$ZT/$name" "$ZT/$name.json" ;; esac
     # shellcheck disable=SC2086
-    build/train_gpt2_z0 --plan h100 -e d2 -t 8 ${plan_args[$name]} >"$ZT/$name.plan" 2>&1
+    build/train_gpt2_z0 --plan h100,gpu_build=0 -pj - -e d2 -t 8 ${plan_args[$name]} >"$ZT/$name.plan" 2>&1
     check "plan_${name}_bytes_and_sent_equal_engine" python3 tests/trace_check.py plan "$ZT/$name.plan" "$ZT/$name"
 done
 
@@ -77,7 +80,7 @@ fi
 # 3. The plan's step time on this CPU against the measured runs (steps 2-5; step 1 warms up).
 for stage in 0 3; do
     [ -f "$ZT/z${stage}_np2/log.jsonl" ] || continue
-    build/train_gpt2_z0 --plan cpu -e d2 -t 8 -b 4 -np 2 >"$ZT/cpu$stage.plan" 2>&1
+    build/train_gpt2_z0 --plan cpu -pj - -e d2 -t 8 -b 4 -np 2 >"$ZT/cpu$stage.plan" 2>&1
     echo "INFO plan_cpu_stage${stage}_np2: $(python3 - "$ZT/cpu$stage.plan" "$ZT/z${stage}_np2" "$stage" <<'PY'
 import json, sys
 plan = [json.loads(l[10:]) for l in open(sys.argv[1]) if l.startswith("plan_json ")][int(sys.argv[3])]
@@ -93,7 +96,7 @@ done
 #     running at once (plan/measure.h): as many as share them (a node's ranks, times hosts_here
 #     simulated nodes), and those rates are the ones its compute uses. Counts, not speeds.
 plan_sharing() { # ARGS...: the plan_json's ranks measured at once, and whether its rank_flops is that measurement's
-    build/train_gpt2_z0 --plan "$@" -e d2 -t 8 -b 2 2>&1 | python3 -c '
+    build/train_gpt2_z0 --plan "$@" -pj - -e d2 -t 8 -b 2 2>&1 | python3 -c '
 import json, re, sys
 out = sys.stdin.read()
 plan = [json.loads(l[10:]) for l in out.splitlines() if l.startswith("plan_json ")][0]
@@ -109,7 +112,7 @@ check plan_cpu_one_rank_measures_alone test "$(OMP_NUM_THREADS=1 plan_sharing cp
 #     seconds measured at the plan's shapes (plan/measure_ops.h), as plan/plan_compute.h says:
 #     recomputed here from the model's shapes and the plan_json's measured values, one rank,
 #     stage 0 (no sharing: scales 1). Tolerance 1e-3 relative: the json's 6 significant digits.
-build/train_gpt2_z0 --plan cpu -e d2 -t 8 -b 2 -np 1 >"$ZT/ops.plan" 2>&1
+build/train_gpt2_z0 --plan cpu -pj - -e d2 -t 8 -b 2 -np 1 >"$ZT/ops.plan" 2>&1
 check plan_cpu_compute_is_gemms_at_rate_plus_measured_ops python3 - "$ZT/ops.plan" <<'PY'
 import json, sys
 p = [json.loads(l[10:]) for l in open(sys.argv[1]) if l.startswith("plan_json ")][0]
@@ -138,11 +141,11 @@ PY
 #     longer than without. Defaults: 0 on one node and on h100, the TCP default across nodes.
 #     Tolerance 1e-6 relative (the trace's 0.001 us times, steps of about a second).
 netcpu_plan() { # NAME NP EXTRA: plan into $ZT/netcpu_NAME.plan and its predicted timelines
-    build/train_gpt2_z0 --plan "cpu,peak_tflops=0.02,mem_gbs=5,rpn=2,cores=1,threads=1,inter_gbit=1$3" -e d2 -t 64 -b 2 -np "$2" \
+    build/train_gpt2_z0 --plan "cpu,peak_tflops=0.02,mem_gbs=5,rpn=2,cores=1,threads=1,inter_gbit=1$3" -pj - -e d2 -t 64 -b 2 -np "$2" \
         -tr "$ZT/netcpu_$1.json" >"$ZT/netcpu_$1.plan" 2>&1
 }
 netcpu_plan 0 4 ,net_cpu_ns=0 && netcpu_plan 1.5 4 ,net_cpu_ns=1.5 && netcpu_plan 8 4 ,net_cpu_ns=8 && netcpu_plan default 4 "" &&
-    netcpu_plan onenode 2 "" && build/train_gpt2_z0 --plan h100 -e d2 -t 64 -b 2 -np 16 >"$ZT/netcpu_h100.plan" 2>&1
+    netcpu_plan onenode 2 "" && build/train_gpt2_z0 --plan h100 -pj - -e d2 -t 64 -b 2 -np 16 >"$ZT/netcpu_h100.plan" 2>&1
 check plan_net_cpu_bounds_beta_and_stretches_compute_beside_collectives python3 - "$ZT" "$(sed -n 's/^#define PLAN_CPU_TCP_NS //p' plan/plan_machine.h)" <<'PY'
 import json, sys
 zt, tcp_default = sys.argv[1], float(sys.argv[2])
@@ -196,11 +199,11 @@ PY
 #     across nodes (disk rates given: nothing measured). Catches work the schedule does on the compute side but leaves out of its
 #     column (stages 2-3's shard add and working-unit zeroing were once left out: ~97 ms at d4 -np 2).
 #     Tolerance 3e-4 ms: four columns printed to 0.0001 ms each.
-build/train_gpt2_z0 --plan "cpu,peak_tflops=0.02,mem_gbs=5,nvme_read_gbs=0.7,nvme_write_gbs=0.7" -e d2 -t 64 -b 2 -np 2 \
+build/train_gpt2_z0 --plan "cpu,peak_tflops=0.02,mem_gbs=5,nvme_read_gbs=0.7,nvme_write_gbs=0.7" -pj - -pz 1 -e d2 -t 64 -b 2 -np 2 \
     -zo nvme -zd "$ZT" >"$ZT/sum_zo.plan" 2>&1 &&
-build/train_gpt2_z0 --plan "cpu,peak_tflops=0.02,mem_gbs=5,nvme_read_gbs=0.7,nvme_write_gbs=0.7" -e d2 -t 64 -b 2 -np 2 \
+build/train_gpt2_z0 --plan "cpu,peak_tflops=0.02,mem_gbs=5,nvme_read_gbs=0.7,nvme_write_gbs=0.7" -pj - -pz 1 -e d2 -t 64 -b 2 -np 2 \
     -zo nvme -zp nvme -zd "$ZT" >"$ZT/sum_zp.plan" 2>&1 &&
-build/train_gpt2_z0 --plan "cpu,peak_tflops=0.02,mem_gbs=5,rpn=2,cores=1,threads=1,inter_gbit=1,net_cpu_ns=8,nvme_read_gbs=0.7,nvme_write_gbs=0.7" \
+build/train_gpt2_z0 --plan "cpu,peak_tflops=0.02,mem_gbs=5,rpn=2,cores=1,threads=1,inter_gbit=1,net_cpu_ns=8,nvme_read_gbs=0.7,nvme_write_gbs=0.7" -pj - -pz 1 \
     -e d2 -t 64 -b 2 -np 4 -zo nvme -zp nvme -zd "$ZT" >"$ZT/sum_zp_nodes.plan" 2>&1
 check plan_step_is_compute_plus_quantize_plus_checksum_plus_exposed python3 - "$ZT" <<'PY'
 import json, sys
@@ -222,7 +225,7 @@ PY
 if python3 -c "import matplotlib" 2>/dev/null; then
     check plot_timeline_png_of_traced_step python3 scripts/plot_timeline.py "$ZT/z3_np2.json" --step 3 --out "$ZT/z3.png"
     check plot_timeline_png_is_an_image python3 -c "import sys; d=open(sys.argv[1],'rb').read(); sys.exit(0 if d[:8]==b'\x89PNG\r\n\x1a\n' and len(d)>10000 else 1)" "$ZT/z3.png"
-    build/train_gpt2_z0 --plan h100 -e d2 -t 8 -b 4 -np 2 -tr "$ZT/pred.json" >/dev/null 2>&1
+    build/train_gpt2_z0 --plan h100,gpu_build=0 -pj - -e d2 -t 8 -b 4 -np 2 -tr "$ZT/pred.json" >/dev/null 2>&1
     check plot_timeline_png_of_predicted_step python3 scripts/plot_timeline.py "$ZT/pred.plan.stage3.json" --out "$ZT/pred.png"
     check_fails plot_timeline_unwritable_merge_one_line "^error: --merge $ZT/none/all.json: cannot write it (No such file or directory)" \
         python3 scripts/plot_timeline.py "$ZT/pred.plan.stage3.json" --merge "$ZT/none/all.json"
@@ -243,7 +246,7 @@ else
            -tr "$ZT/emu_z3.json" -ts 2 >"$ZT/emu_z3.out" 2>&1; then
         check trace_emu_gpu_z3_np2_tracks_nesting_bytes_waits_match_log python3 tests/trace_check.py trace "$ZT/emu_z3" "$ZT/emu_z3.json"
         # The GPU build's plan (bf16 + fp32 master, fp32 gradient accumulation, its device buffers) against that run.
-        build/emu/train_gpt2cu_z3 --plan h100 -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -np 2 >"$ZT/emu_z3.plan" 2>&1
+        build/emu/train_gpt2cu_z3 --plan h100 -pj - -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -np 2 >"$ZT/emu_z3.plan" 2>&1
         check plan_emu_gpu_z3_np2_bytes_and_sent_equal_engine python3 tests/trace_check.py plan "$ZT/emu_z3.plan" "$ZT/emu_z3"
     else
         echo "FAIL trace_emu_gpu_z3_np2_runs: $(grep -v -i tokenizer "$ZT/emu_z3.out" | tail -3 | tr '\n' ' ')"
@@ -254,7 +257,7 @@ else
            -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -x 3 -v 0 -n 0 -l 1e-3 -s 0 -i "$ZT/emu/train.bin" -o "$ZT/emu_pp" \
            -qw 1 -hp 2 -qg 1 -tr "$ZT/emu_pp.json" -ts 2 >"$ZT/emu_pp.out" 2>&1; then
         check trace_emu_gpu_zeropp_all_np2_kinds_units_bytes_match_formula_and_log python3 tests/trace_check.py zeropp_trace "$ZT/emu_pp" "$ZT/emu_pp.json"
-        build/emu/train_gpt2cu_z3 --plan h100 -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -np 2 -rpn 2 -qw 1 -hp 2 -qg 1 >"$ZT/emu_pp.plan" 2>&1
+        build/emu/train_gpt2cu_z3 --plan h100 -pj - -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -np 2 -rpn 2 -qw 1 -hp 2 -qg 1 >"$ZT/emu_pp.plan" 2>&1
         check plan_emu_gpu_zeropp_all_np2_bytes_memory_equal_engine python3 tests/trace_check.py zeropp_plan "$ZT/emu_pp.plan" "$ZT/emu_pp"
     else
         echo "FAIL trace_emu_gpu_zeropp_np2_runs: $(grep -v -i tokenizer "$ZT/emu_pp.out" | tail -3 | tr '\n' ' ')"
@@ -267,12 +270,12 @@ check_fails trace_bad_steps "error: -ts 3-2: not a step range" build/train_gpt2_
 i=0; for ts in " 2-3" "2- 3" "+2" "2-+3"; do # strtol alone takes leading blanks and signs
     i=$((i + 1)); check_fails "trace_bad_steps_blank_or_sign_$i" "error: -ts $ts: not a step range" build/train_gpt2_z0 -e d2 -t 8 -x 1 -i "$ZT/train.bin" -tr "$ZT/t.json" -ts "$ts"
 done
-out=$(build/train_gpt2_z0 --plan h100 -e d2 -t 8 -np 1 2>&1)
+out=$(build/train_gpt2_z0 --plan h100 -pj - -e d2 -t 8 -np 1 2>&1)
 check plan_one_rank_singular grep -q "| 1 rank on 1 node (1 per node)" <<<"$out"
-check_fails plan_unknown_machine "error: --plan a100: unknown machine 'a100'" build/train_gpt2_z0 --plan a100 -e d2
-check_fails plan_bad_override "error: --plan h100,gemm_eff: 'gemm_eff' is not key=number" build/train_gpt2_z0 --plan h100,gemm_eff -e d2
+check_fails plan_unknown_machine "error: --plan a100: unknown machine 'a100'" build/train_gpt2_z0 --plan a100 -pj - -e d2
+check_fails plan_bad_override "error: --plan h100,gemm_eff: 'gemm_eff' is not key=number" build/train_gpt2_z0 --plan h100,gemm_eff -pj - -e d2
 check_fails plan_world_without_plan "error: -np: only plans take a world" build/train_gpt2_z0 -e d2 -np 8
-check_fails plan_batch_not_multiple "error: -d 100: not a multiple of B\*T\*ranks" build/train_gpt2_z0 --plan h100 -e d2 -b 4 -t 8 -np 2 -d 100
+check_fails plan_batch_not_multiple "error: -d 100: not a multiple of B\*T\*ranks" build/train_gpt2_z0 --plan h100 -pj - -e d2 -b 4 -t 8 -np 2 -d 100
 # one_error NAME PATTERN CMD...: exit 1, exactly one output line starting "error:", matching PATTERN,
 # and nothing done before it: no plan row (plan_json) and no training step.
 one_error() { local name=$1 pattern=$2 out rc; shift 2
@@ -281,21 +284,21 @@ one_error() { local name=$1 pattern=$2 out rc; shift 2
        ! grep -qE '^plan_json|^step ' <<<"$out"; then echo "PASS $name"
     else echo "FAIL $name: exit $rc, $(grep -c '^error' <<<"$out") error lines, $(grep -cE '^plan_json|^step ' <<<"$out") plan/step lines; wanted 1, 1, 0 and '$pattern'; got: $(grep -m2 -E 'error|nan' <<<"$out" | tr '\n' ' ')"; fi; }
 PLAN=(build/train_gpt2_z0 -e d2 -t 8)
-one_error plan_zeropp_hp_not_dividing_before_any_row "^error: -hp 3: does not divide the 4 ranks" "${PLAN[@]}" --plan h100 -np 4 -hp 3
-one_error plan_zeropp_hp0_nodes_not_dividing_before_any_row "^error: -hp 0: 3 ranks per node do not divide the 8 ranks" "${PLAN[@]}" --plan h100 -np 8 -rpn 3 -hp 0
-one_error plan_override_zero_rate_refused "^error: --plan h100,gemm_eff=0: gemm_eff=0 is not positive; expected a number > 0" "${PLAN[@]}" --plan h100,gemm_eff=0 -np 8
-one_error plan_override_negative_bandwidth_refused "^error: --plan h100,inter_gbit=-5: inter_gbit=-5 is not positive" "${PLAN[@]}" --plan h100,inter_gbit=-5 -np 16
-one_error plan_override_fraction_above_one_refused "^error: --plan h100,inter_eff=1.5: inter_eff=1.5 is above 1; expected a fraction in \(0, 1\]" "${PLAN[@]}" --plan h100,inter_eff=1.5 -np 16
-one_error plan_override_count_not_integer_refused "^error: --plan h100,rpn=1e20: rpn=1e20 is not a count; expected an integer in \[0, 1048576\]" "${PLAN[@]}" --plan h100,rpn=1e20 -np 8
-one_error plan_override_negative_latency_refused "^error: --plan h100,inter_us=-1: inter_us=-1 is negative; expected a number >= 0" "${PLAN[@]}" --plan h100,inter_us=-1 -np 16
+one_error plan_zeropp_hp_not_dividing_before_any_row "^error: -hp 3: does not divide the 4 ranks" "${PLAN[@]}" --plan h100 -pj - -np 4 -hp 3
+one_error plan_zeropp_hp0_nodes_not_dividing_before_any_row "^error: -hp 0: 3 ranks per node do not divide the 8 ranks" "${PLAN[@]}" --plan h100 -pj - -np 8 -rpn 3 -hp 0
+one_error plan_override_zero_rate_refused "^error: --plan h100,gemm_eff=0: gemm_eff=0 is not positive; expected a number > 0" "${PLAN[@]}" --plan h100,gemm_eff=0 -pj - -np 8
+one_error plan_override_negative_bandwidth_refused "^error: --plan h100,inter_gbit=-5: inter_gbit=-5 is not positive" "${PLAN[@]}" --plan h100,inter_gbit=-5 -pj - -np 16
+one_error plan_override_fraction_above_one_refused "^error: --plan h100,inter_eff=1.5: inter_eff=1.5 is above 1; expected a fraction in \(0, 1\]" "${PLAN[@]}" --plan h100,inter_eff=1.5 -pj - -np 16
+one_error plan_override_count_not_integer_refused "^error: --plan h100,rpn=1e20: rpn=1e20 is not a count; expected an integer in \[0, 1048576\]" "${PLAN[@]}" --plan h100,rpn=1e20 -pj - -np 8
+one_error plan_override_negative_latency_refused "^error: --plan h100,inter_us=-1: inter_us=-1 is negative; expected a number >= 0" "${PLAN[@]}" --plan h100,inter_us=-1 -pj - -np 16
 # Offload flags the engine refuses (zero_offload_check_args; -z S: the offload rows' stage): one line, no row.
 one_error plan_offload_zp_at_stage2_refused "^error: -zp nvme: the parameter shard exists at ZeRO stage 3 only; expected -zp none at stage 2" \
-    "${PLAN[@]}" --plan h100 -np 8 -z 2 -zo nvme -zp nvme
-one_error plan_offload_zo_at_stage0_refused "^error: -zo nvme: ZeRO stage 0 replicates the optimizer state" "${PLAN[@]}" --plan h100 -np 8 -z 0 -zo nvme
+    "${PLAN[@]}" --plan h100 -pj - -np 8 -z 2 -zo nvme -zp nvme
+one_error plan_offload_zo_at_stage0_refused "^error: -zo nvme: ZeRO stage 0 replicates the optimizer state" "${PLAN[@]}" --plan h100 -pj - -np 8 -z 0 -zo nvme
 one_error plan_offload_dir_without_nvme_refused "^error: -zd $ZT: nothing is placed on NVMe; expected -zo nvme or -zp nvme with it" \
-    build/train_gpt2_z3 -e d2 -t 8 --plan h100 -np 8 -zo cpu -zd "$ZT"
+    build/train_gpt2_z3 -e d2 -t 8 --plan h100 -pj - -np 8 -zo cpu -zd "$ZT"
 one_error plan_trace_unwritable_refused "^error: -tr $ZT/none/p.json: cannot create $ZT/none/p.plan.stage0.json.tmp \(No such file or directory\); expected a writable path" \
-    "${PLAN[@]}" --plan h100 -np 2 -tr "$ZT/none/p.json"
+    "${PLAN[@]}" --plan h100 -pj - -np 2 -tr "$ZT/none/p.json"
 # The trace is written after the last step: a path it cannot be written to stops the run at start-up.
 TRUN=(build/train_gpt2_z1 -e d2 -t 8 -b 2 -x 3 -v 0 -s 0 -i "$ZT/train.bin")
 one_error trace_unwritable_path_refused_at_start "^error: -tr $ZT/none/t.json \(rank 0 on [^)]*\): cannot create $ZT/none/t.rank0.json.tmp \(No such file or directory\); expected a writable path" \
@@ -305,48 +308,48 @@ one_error trace_steps_outside_run_refused "^error: -ts 5-9: the run's steps are 
 one_error trace_steps_without_trace_refused "^error: -ts 2-3: steps of a timeline that is not written; expected -tr FILE.json as well" "${TRUN[@]}" -ts 2-3
 check trace_refused_runs_left_no_file test ! -e "$ZT/late.rank0.json" -a ! -e "$ZT/late.rank0.json.tmp"
 # Hostile machine strings and worlds (issue 16's hostile pass): each one line before any row.
-one_error plan_machine_empty_item_refused "^error: --plan cpu,,: an empty item" "${PLAN[@]}" --plan cpu,, -np 2
-one_error plan_machine_trailing_comma_refused "^error: --plan h100,: an empty item" "${PLAN[@]}" --plan h100, -np 2
-one_error plan_machine_duplicate_key_refused "^error: --plan h100,rpn=4,gemm_eff=0.5,rpn=2: key 'rpn' given twice" "${PLAN[@]}" --plan h100,rpn=4,gemm_eff=0.5,rpn=2 -np 8
-one_error plan_machine_too_long_refused "^error: --plan h100,inter_gbit=1+\.\.\.: 616 characters; expected at most 511" "${PLAN[@]}" --plan "h100,inter_gbit=$(printf '1%.0s' $(seq 600))" -np 8
-one_error plan_machine_rpn0_refused "^error: --plan h100,rpn=0: rpn=0 is no ranks per node" "${PLAN[@]}" --plan h100,rpn=0 -np 64
-one_error plan_np_not_whole_nodes_refused "^error: -np 12: not whole nodes of 8 ranks; expected a multiple of 8" "${PLAN[@]}" --plan h100 -np 12
-one_error plan_reserve_above_memory_refused "^error: --plan: the reserve, 1000.00 GiB, leaves none of the 74.51 GiB" "${PLAN[@]}" --plan h100,reserve_gib=1000 -np 8
-one_error plan_model_file_is_directory_refused "^error: $ZT: cannot read model file \(Is a directory\)" build/train_gpt2_z0 -e "$ZT" -t 8 --plan h100 -np 2
-one_error plan_under_mpirun_refused "^error: --plan: started as 2 tasks \(OMPI_COMM_WORLD_SIZE\); expected one process" "${MPIRUN[@]}" -np 2 "${PLAN[@]}" --plan h100 -np 8
-one_error plan_cpu_too_many_ranks_sharing_refused "^error: --plan cpu: 100000 ranks would share this machine's [0-9]+ cores; expected at most 64" "${PLAN[@]}" --plan cpu -np 100000
+one_error plan_machine_empty_item_refused "^error: --plan cpu,,: an empty item" "${PLAN[@]}" --plan cpu,, -pj - -np 2
+one_error plan_machine_trailing_comma_refused "^error: --plan h100,: an empty item" "${PLAN[@]}" --plan h100, -pj - -np 2
+one_error plan_machine_duplicate_key_refused "^error: --plan h100,rpn=4,gemm_eff=0.5,rpn=2: key 'rpn' given twice" "${PLAN[@]}" --plan h100,rpn=4,gemm_eff=0.5,rpn=2 -pj - -np 8
+one_error plan_machine_too_long_refused "^error: --plan h100,inter_gbit=1+\.\.\.: 616 characters; expected at most 511" "${PLAN[@]}" --plan "h100,inter_gbit=$(printf '1%.0s' $(seq 600))" -pj - -np 8
+one_error plan_machine_rpn0_refused "^error: --plan h100,rpn=0: rpn=0 is no ranks per node" "${PLAN[@]}" --plan h100,rpn=0 -pj - -np 64
+one_error plan_np_not_whole_nodes_refused "^error: -np 12: not whole nodes of 8 ranks; expected a multiple of 8" "${PLAN[@]}" --plan h100 -pj - -np 12
+one_error plan_reserve_above_memory_refused "^error: --plan: the reserve, 1000.00 GiB, leaves none of the 74.51 GiB" "${PLAN[@]}" --plan h100,reserve_gib=1000 -pj - -np 8
+one_error plan_model_file_is_directory_refused "^error: $ZT: cannot read model file \(Is a directory\)" build/train_gpt2_z0 -e "$ZT" -t 8 --plan h100 -pj - -np 2
+one_error plan_under_mpirun_refused "^error: --plan: started as 2 tasks \(OMPI_COMM_WORLD_SIZE\); expected one process" "${MPIRUN[@]}" -np 2 "${PLAN[@]}" --plan h100 -pj - -np 8
+one_error plan_cpu_too_many_ranks_sharing_refused "^error: --plan cpu: 100000 ranks would share this machine's [0-9]+ cores; expected at most 64" "${PLAN[@]}" --plan cpu -pj - -np 100000
 # The offload rows' hostile pass (issue 16, h16): a -zd the run would refuse is refused by the plan
 # too (before: planned with the bench's rates, "the free space in -zd: not known (no -zd)", and a
 # file's disk reported as free space); machine keys past [1e-6, 1e6] (before: "NVMe inf GB/s read",
 # a row of 10^200 ms).
 one_error plan_offload_dir_missing_refused "^error: -zd $ZT/none: No such file or directory; expected an existing, writable directory" \
-    "${PLAN[@]}" --plan h100 -np 8 -zo nvme -zd "$ZT/none"
+    "${PLAN[@]}" --plan h100 -pj - -np 8 -zo nvme -zd "$ZT/none"
 one_error plan_offload_dir_is_file_refused "^error: -zd $ZT/train.bin: not a directory; expected an existing, writable directory" \
-    "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/train.bin"
+    "${PLAN[@]}" --plan cpu -pj - -np 1 -zo nvme -zd "$ZT/train.bin"
 one_error plan_override_huge_rate_refused "^error: --plan cpu,nvme_read_gbs=1e300: nvme_read_gbs=1e300 is out of range; expected a number in \[1e-6, 1e6\]" \
-    "${PLAN[@]}" --plan cpu,nvme_read_gbs=1e300 -np 1 -zo nvme -zd "$ZT"
+    "${PLAN[@]}" --plan cpu,nvme_read_gbs=1e300 -pj - -np 1 -zo nvme -zd "$ZT"
 one_error plan_override_tiny_fraction_refused "^error: --plan h100,pcie_eff=1e-300: pcie_eff=1e-300 is out of range; expected a number in \[1e-6, 1\]" \
-    "${PLAN[@]}" --plan h100,pcie_eff=1e-300 -np 8 -zo cpu
+    "${PLAN[@]}" --plan h100,pcie_eff=1e-300 -pj - -np 8 -zo cpu
 one_error plan_override_huge_latency_refused "^error: --plan h100,inter_us=1e300: inter_us=1e300 is out of range; expected a number in \[0, 1e6\]" \
-    "${PLAN[@]}" --plan h100,inter_us=1e300 -np 16
+    "${PLAN[@]}" --plan h100,inter_us=1e300 -pj - -np 16
 # The GPU build's offload rows on the cpu machine (no host<->device link: pcie 0, host AdamW 0):
 # refused (before: rows of -nan ms, "step_ms":-nan); with both rates given they plan.
 if [ -x build/emu/train_gpt2cu_z3 ]; then
-    one_error plan_gpu_offload_on_cpu_machine_refused "^error: --plan cpu: the GPU build's offload rows need a host<->device and a host AdamW rate; expected pcie_gbs= and host_gbs=" \
-        build/emu/train_gpt2cu_z3 -e d2 -t 8 --plan cpu -np 2 -zo cpu
-    out=$(timeout 120 build/emu/train_gpt2cu_z3 -e d2 -t 8 --plan cpu,pcie_gbs=10,host_gbs=10 -np 2 -zo cpu 2>&1); rc=$?
+    one_error plan_gpu_offload_on_cpu_machine_refused "^error: --plan cpu,gpu_build=1: the GPU build's offload rows need a host<->device and a host AdamW rate; expected pcie_gbs= and host_gbs=" \
+        build/emu/train_gpt2cu_z3 -e d2 -t 8 --plan cpu,gpu_build=1 -pj - -np 2 -zo cpu
+    out=$(timeout 120 build/emu/train_gpt2cu_z3 -e d2 -t 8 --plan cpu,pcie_gbs=10,host_gbs=10,gpu_build=1 -pj - -np 2 -zo cpu 2>&1); rc=$?
     check plan_gpu_offload_on_cpu_machine_with_rates_plans test "$rc:$(grep -c '^plan_offload_json' <<<"$out"):$(grep -ci 'nan' <<<"$out")" = "0:3:0"
 fi
 # A plan stopped in its disk probe leaves no scratch file (it is unlinked once open: measured
 # before, SIGTERM left the 1 GiB zero_plan_probe_PID.bin in -zd). Killed as soon as the probe's fd shows.
 mkdir -p "$ZT/probe_kill"
-"${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/probe_kill" >"$ZT/probe_kill.out" 2>&1 & probe_pid=$!
+"${PLAN[@]}" --plan cpu -pj - -np 1 -zo nvme -zd "$ZT/probe_kill" >"$ZT/probe_kill.out" 2>&1 & probe_pid=$!
 seen=""
 for i in $(seq 1 300); do seen=$(ls -l "/proc/$probe_pid/fd" 2>/dev/null | grep -o 'zero_plan_probe_.*'); [ -n "$seen" ] && break; sleep 0.05; done
 kill -TERM "$probe_pid" 2>/dev/null; wait "$probe_pid"; rc=$?
 check plan_disk_probe_sigterm_leaves_nothing test "$rc:$seen:$(ls -A "$ZT/probe_kill")" = "143:zero_plan_probe_$probe_pid.bin (deleted):"
 # Nothing fits: the rows are the answer, exit 1 has its one error line.
-out=$("${PLAN[@]}" --plan h100,mem_gib=2.01 -np 8 2>&1); rc=$?
+out=$("${PLAN[@]}" --plan h100,mem_gib=2.01 -pj - -np 8 2>&1); rc=$?
 check plan_nothing_fits_exit1_one_line test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c '^error: --plan: no stage fits' <<<"$out"):$(grep -c '^plan_json' <<<"$out")" = "1:1:1:4"
 # A full disk (a 16 KiB tmpfs in each process's own mount namespace: nothing to unmount) and a
 # directory where a rank's file goes: one line, exit 1, no file left.
@@ -354,24 +357,24 @@ if unshare -m true 2>/dev/null; then
     mkdir -p "$ZT/full"
     # sh -c "$INFULL" DIR CMD...: CMD with a 16 KiB tmpfs on DIR, then a line "left: FILES" of what is on it
     INFULL='mount -t tmpfs -o size=16k tmpfs "$0" || exit 9; "$@"; rc=$?; echo "left: $(ls -A "$0" | tr "\n" " ")"; exit $rc'
-    out=$(timeout 120 unshare -m sh -c "$INFULL" "$ZT/full" "${PLAN[@]}" --plan h100 -np 2 -tr "$ZT/full/p.json" 2>&1); rc=$?
+    out=$(timeout 120 unshare -m sh -c "$INFULL" "$ZT/full" "${PLAN[@]}" --plan h100 -pj - -np 2 -tr "$ZT/full/p.json" 2>&1); rc=$?
     check plan_trace_full_disk_one_line_exit1_no_file test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -tr $ZT/full/p.plan.stage0.json: writing the trace failed (No space left on device)" <<<"$out"):$(grep '^left:' <<<"$out")" = "1:1:1:left: "
     out=$(timeout 120 "${MPIRUN[@]}" -np 2 unshare -m sh -c "$INFULL" "$ZT/full" "${TRUN[@]}" -tr "$ZT/full/t.json" -ts 1-3 2>&1); rc=$?
     check trace_full_disk_np2_one_line_exit1_no_file test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -tr $ZT/full/t.rank[01].json: writing the trace failed (No space left on device)" <<<"$out"):$(grep -c '^step ' <<<"$out"):$(grep '^left:' <<<"$out" | sort -u)" = "1:1:1:3:left: "
     # The disk probe (cpu, -zd, plan/plan_offload.h) takes at most half the free space and leaves
     # nothing: an 80 MiB tmpfs gets a 40 MiB probe, its rates printed as measured, no file left.
-    out=$(timeout 120 unshare -m sh -c "${INFULL/size=16k/size=80m}" "$ZT/full" "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/full" 2>&1); rc=$?
+    out=$(timeout 120 unshare -m sh -c "${INFULL/size=16k/size=80m}" "$ZT/full" "${PLAN[@]}" --plan cpu -pj - -np 1 -zo nvme -zd "$ZT/full" 2>&1); rc=$?
     check plan_disk_probe_half_the_free_space_nothing_left test "$rc:$(grep -c 'measured now in -zd: 40 MiB rewritten and read' <<<"$out"):$(grep -c '^plan_offload_json' <<<"$out"):$(grep '^left:' <<<"$out")" = "0:1:3:left: "
     # -zd read-only (a tmpfs mounted ro; access() says EROFS to root too): one line, exit 1, before any row.
-    out=$(timeout 120 unshare -m sh -c "${INFULL/size=16k/size=1m,ro}" "$ZT/full" "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/full" 2>&1); rc=$?
+    out=$(timeout 120 unshare -m sh -c "${INFULL/size=16k/size=1m,ro}" "$ZT/full" "${PLAN[@]}" --plan cpu -pj - -np 1 -zo nvme -zd "$ZT/full" 2>&1); rc=$?
     check plan_offload_dir_read_only_refused test "$rc:$(grep -c '^error' <<<"$out"):$(grep -c "^error: -zd $ZT/full: Read-only file system; expected an existing, writable directory" <<<"$out"):$(grep -c '^plan_json' <<<"$out")" = "1:1:1:0"
     # Under 64 MiB free (a 16 MiB tmpfs, smaller than d2's files): no probe, and the header says so
     # (before: silently the bench's rates); the rows say the files do not fit; nothing left.
-    out=$(timeout 120 unshare -m sh -c "${INFULL/size=16k/size=16m}" "$ZT/full" "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/full" 2>&1); rc=$?
+    out=$(timeout 120 unshare -m sh -c "${INFULL/size=16k/size=16m}" "$ZT/full" "${PLAN[@]}" --plan cpu -pj - -np 1 -zo nvme -zd "$ZT/full" 2>&1); rc=$?
     check plan_offload_tiny_disk_no_probe_rows_do_not_fit test "$rc:$(grep -c 'no probe in -zd: under 64 MiB free' <<<"$out"):$(grep -c '^plan_offload_json.*"fits":false' <<<"$out"):$(grep -c '| NO (disk) |' <<<"$out"):$(grep '^left:' <<<"$out")" = "0:1:3:3:left: "
     # Two plans probing one -zd at once (an 80 MiB tmpfs): each its own file (or none), nothing left.
     TWO='mount -t tmpfs -o size=80m tmpfs "$0" || exit 9; "$@" >"$0.a" 2>&1 & a=$!; "$@" >"$0.b" 2>&1; b=$?; wait $a; echo "rc: $? $b left: $(ls -A "$0" | tr "\n" " ")"'
-    out=$(timeout 120 unshare -m sh -c "$TWO" "$ZT/full" "${PLAN[@]}" --plan cpu -np 1 -zo nvme -zd "$ZT/full" 2>&1)
+    out=$(timeout 120 unshare -m sh -c "$TWO" "$ZT/full" "${PLAN[@]}" --plan cpu -pj - -np 1 -zo nvme -zd "$ZT/full" 2>&1)
     # Which of the two measures depends on timing: when their probes overlap, the second sees the
     # first's file (under 64 MiB free: no probe) or runs out of room (the probe failed); either is
     # said in its header. What must hold: both exit 0, one at least measured, nothing left.
@@ -396,7 +399,7 @@ else
         set -- $spec; name=pp_$1; shift
         if ! pprun "$name" "$@"; then echo "FAIL plan_zeropp_${name}_runs: $(grep -v tokenizer "$ZT/$name.out" | tail -2 | tr '\n' ' ')"; continue; fi
         flags=("$@"); [ "$name" = pp_all ] && flags=(-qw 1 -hp 0 -qg 1)
-        build/train_gpt2_z0 --plan h100 -e d2 -t 8 -b 2 -np 4 -rpn 2 "${flags[@]}" >"$ZT/$name.plan" 2>&1
+        build/train_gpt2_z0 --plan h100,gpu_build=0 -pj - -e d2 -t 8 -b 2 -np 4 -rpn 2 "${flags[@]}" >"$ZT/$name.plan" 2>&1
         check "plan_zeropp_${name}_np4_rpn2_bytes_within_across_memory_equal_engine" python3 tests/trace_check.py zeropp_plan "$ZT/$name.plan" "$ZT/$name"
     done
     [ -f "$ZT/pp_all/log.jsonl" ] &&

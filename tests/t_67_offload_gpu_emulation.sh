@@ -78,7 +78,7 @@ for stage in 1 2 3; do
         check "${name}_host_device_bytes_equal_formula" copies_check "$run" "$zp"
         # The GPU build's planner row for this placement (plan/plan_offload.h) against the run's counts.
         # shellcheck disable=SC2086
-        build/emu/train_gpt2cu_z3 --plan h100 -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -np 2 $p >"$run.plan" 2>&1
+        build/emu/train_gpt2cu_z3 --plan h100 -pj - -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -np 2 $p >"$run.plan" 2>&1
         check "${name}_plan_offload_bytes_equal_engine" python3 tests/trace_check.py offload_plan "$run.plan" "$run"
         grep -q "^offload: optimizer .* bytes per rank: device" "$run.out" || echo "FAIL ${name}_prints_placement_and_bytes: no offload line"
     done
@@ -92,7 +92,7 @@ else echo "FAIL emu_zero2_np2_saved_with_zo_cpu_resumes_on_device: $(grep error 
 check_fails emu_offload_zp_without_zo "error: -zp cpu: in the GPU build the parameter shard is updated where the optimizer runs; expected -zo cpu or -zo nvme" \
     build/emu/train_gpt2cu_z3 -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -x 1 -v 0 -s 0 -i "$ET/train.bin" -zp cpu
 # The planner refuses it the same way, with one line and no row.
-out=$(build/emu/train_gpt2cu_z3 --plan h100 -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -np 2 -zp cpu 2>&1); rc=$?
+out=$(build/emu/train_gpt2cu_z3 --plan h100 -pj - -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -np 2 -zp cpu 2>&1); rc=$?
 if [ "$rc" -eq 1 ] && [ "$(grep -c '^error' <<<"$out")" -eq 1 ] && grep -q '^error: -zp cpu: in the GPU build the parameter shard is updated where the optimizer runs' <<<"$out" &&
    ! grep -q '^plan_json' <<<"$out"; then echo "PASS emu_plan_offload_zp_without_zo_refused_before_any_row"
 else echo "FAIL emu_plan_offload_zp_without_zo_refused_before_any_row: exit $rc: $(head -2 <<<"$out" | tr '\n' ' ')"; fi

@@ -41,7 +41,7 @@ for model in $models; do for n in $ns; do for cfg in "${cfgs[@]}"; do
         OMP_NUM_THREADS=$thr timeout 1200 "${pcmd[@]}" >"$run.plain.out" 2>&1 && plain="$(mean_ms "$run.plain") ms"
     fi
     # shellcheck disable=SC2086
-    OMP_NUM_THREADS=$thr build/train_gpt2_z0 --plan "$machine" -e "$model" -b "$B" -t "$T" -np "$n" -z "$stage" $flags -zd "$NV" >"$run.plan"
+    OMP_NUM_THREADS=$thr build/train_gpt2_z0 --plan "$machine" -pj - -e "$model" -b "$B" -t "$T" -np "$n" -z "$stage" $flags -zd "$NV" >"$run.plan"
     python3 - "$run" "$run.plan" "$stage" "$model" "$n" "$thr" "$flags" "$(cut -d' ' -f1-3 /proc/loadavg)" "$plain" <<'PY'
 import json, sys
 run, plan_out, stage, model, n, thr, flags, load, plain = sys.argv[1:]

@@ -12,6 +12,8 @@
  */
 #define TESTING
 #include "train_gpt2.c"
+#include "plan/measure.h"     // the planner's rate measurements (train_gpt2.c no longer carries them)
+#include "plan/measure_ops.h"
 
 // Wall time; OP_PROFILE_CPU=1: the process's CPU time instead (with one thread, a loaded machine's
 // time slices do not count; with several, OpenMP's spinning does, so only one thread is meaningful).

@@ -26,7 +26,7 @@ for model in $models; do for stage in $stages; do for n in $ns; do
          -tr "$run.json" -ts 2-"$steps")
     [ "$n" -gt 1 ] && cmd=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -np "$n" "${cmd[@]}")
     if ! OMP_NUM_THREADS=$thr timeout 1200 "${cmd[@]}" >"$run.out" 2>&1; then echo "run failed: $(tail -2 "$run.out")"; continue; fi
-    OMP_NUM_THREADS=$thr build/train_gpt2_z0 --plan "$machine" -e "$model" -b "$B" -t "$T" -np "$n" >"$run.plan"
+    OMP_NUM_THREADS=$thr build/train_gpt2_z0 --plan "$machine" -pj - -e "$model" -b "$B" -t "$T" -np "$n" >"$run.plan"
     python3 - "$run" "$run.plan" "$stage" "$model" "$n" "$thr$over" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
 import glob, json, sys
 run, plan_out, stage, model, n, thr, load = sys.argv[1:]

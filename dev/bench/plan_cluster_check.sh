@@ -83,9 +83,9 @@ print(f\"{(m['within'] + m['across']) / 2:.4f}\")")
             echo "run failed: stage $stage at $rate Mbit: $(tail -2 "$run.out" | tr '\n' ' ')"; continue
         fi
         busy=$(python3 -c "print(f'{($(busy_jiffies) - $j0) / $hz / ($(date +%s.%N) - $w0):.2f}')")
-        build/train_gpt2_z0 --plan "cpu,rpn=2,inter_gbit=$inter_gbit,hosts_here=2,threads=1,net_cpu_ns=$net_cpu_ns" -e "$model" -b 2 -t 64 -np 4 \
+        build/train_gpt2_z0 --plan "cpu,rpn=2,inter_gbit=$inter_gbit,hosts_here=2,threads=1,net_cpu_ns=$net_cpu_ns" -pj - -e "$model" -b 2 -t 64 -np 4 \
             -tr "$run.pred.json" >"$run.plan" 2>&1 || { echo "plan failed: $(tail -1 "$run.plan")"; continue; }
-        build/train_gpt2_z0 --plan "cpu,rpn=2,inter_gbit=$inter_gbit,hosts_here=2,threads=1,net_cpu_ns=0" -e "$model" -b 2 -t 64 -np 4 \
+        build/train_gpt2_z0 --plan "cpu,rpn=2,inter_gbit=$inter_gbit,hosts_here=2,threads=1,net_cpu_ns=0" -pj - -e "$model" -b 2 -t 64 -np 4 \
             >"$run.plan0" 2>&1 || { echo "plan failed: $(tail -1 "$run.plan0")"; continue; }
         python3 - "$run" "$run.plan" "$stage" "$rate" "$(cut -d' ' -f1-3 /proc/loadavg)" "$busy" <<'PY'
 import glob, json, sys

@@ -71,7 +71,10 @@ static int zero_offload_check_args(const ZeroOffloadArgs* a, int stage, char* er
 
 // ---- the file's regions and pieces ----
 
-static size_t zero_region_elem_bytes(int region) { return region == ZERO_REGION_PARAMS ? sizeof(ZeroFloat) : sizeof(float); }
+// Bytes per element of a region: the parameters' are the build's (bf16 with master weights, the GPU
+// build; fp32 without), the rest fp32. _for: either build's, for the planner (plan/plan_offload.h).
+static size_t zero_region_elem_bytes_for(int region, int has_master) { return region == ZERO_REGION_PARAMS && has_master ? 2 : sizeof(float); }
+static size_t zero_region_elem_bytes(int region) { return zero_region_elem_bytes_for(region, ZERO_HAS_MASTER); }
 
 static size_t* zero_region_bytes(const ZeroEngine* z, int unit, int region) {
     return &z->offload.region_bytes[(size_t)unit * ZERO_NUM_REGIONS + region];
@@ -106,7 +109,7 @@ static void zero_offload_piece_range(const ZeroEngine* z, int unit, int k, size_
 
 // Bytes of piece k of a region in the file (its elements, the last piece up to the region's rounded end).
 static size_t zero_piece_bytes_of(const ZeroOffload* o, int unit, int region, int k) {
-    size_t stride = o->piece * zero_region_elem_bytes(region), region_bytes = o->region_bytes[(size_t)unit * ZERO_NUM_REGIONS + region];
+    size_t stride = o->slot_stride[region], region_bytes = o->region_bytes[(size_t)unit * ZERO_NUM_REGIONS + region];
     size_t at = (size_t)k * stride;
     return region_bytes - at < stride ? region_bytes - at : stride;
 }
@@ -120,15 +123,15 @@ static uint64_t* zero_piece_checksum(const ZeroEngine* z, int unit, int k, int r
  * What lives on NVMe for these placements and the file's layout at `layout` (each unit's regions,
  * pieces, the staging slots and bounce buffers), no I/O, no engine: zero_offload_setup (the
  * engine) and the planner (plan/plan_offload.h) both size the file, the staging and the bytes per
- * step from this. zero_offload_layout_free releases its tables.
+ * step from this (the planner for either build: _for with has_master). zero_offload_layout_free releases its tables.
  */
-static void zero_offload_layout(ZeroOffload* o, const ParamLayout* layout, int optimizer, int params) {
+static void zero_offload_layout_for(ZeroOffload* o, const ParamLayout* layout, int optimizer, int params, int has_master) {
     memset(o, 0, sizeof(*o));
     o->fd = -1;
     o->optimizer = optimizer;
     o->params = params;
     o->on_nvme[ZERO_REGION_M] = o->on_nvme[ZERO_REGION_V] = optimizer == ZERO_PLACE_NVME;
-    o->on_nvme[ZERO_REGION_MASTER] = ZERO_HAS_MASTER && optimizer == ZERO_PLACE_NVME;
+    o->on_nvme[ZERO_REGION_MASTER] = has_master && optimizer == ZERO_PLACE_NVME;
     o->on_nvme[ZERO_REGION_PARAMS] = params == ZERO_PLACE_NVME;
     for (int r = 0; r < ZERO_NUM_REGIONS; r++) o->active |= o->on_nvme[r];
     if (!o->active) return;
@@ -141,7 +144,7 @@ static void zero_offload_layout(ZeroOffload* o, const ParamLayout* layout, int o
     o->unit_offset = (uint64_t*)zero_calloc((size_t)n, sizeof(uint64_t), "offload offsets");
     o->piece_first = (int*)zero_calloc((size_t)n, sizeof(int), "offload pieces");
     for (int r = 0; r < ZERO_NUM_REGIONS; r++) {
-        o->slot_stride[r] = o->on_nvme[r] ? o->piece * zero_region_elem_bytes(r) : 0;
+        o->slot_stride[r] = o->on_nvme[r] ? o->piece * zero_region_elem_bytes_for(r, has_master) : 0;
         o->slot_bytes += o->slot_stride[r];
     }
     for (int u = 0; u < n; u++) {
@@ -150,12 +153,15 @@ static void zero_offload_layout(ZeroOffload* o, const ParamLayout* layout, int o
         o->num_pieces += zero_offload_pieces_of(o, layout, u);
         for (int r = 0; r < ZERO_NUM_REGIONS; r++) {
             if (!o->on_nvme[r]) continue;
-            size_t b = nvme_round(layout->units[u].shard_numel * zero_region_elem_bytes(r));
+            size_t b = nvme_round(layout->units[u].shard_numel * zero_region_elem_bytes_for(r, has_master));
             o->region_bytes[(size_t)u * ZERO_NUM_REGIONS + r] = b;
             o->file_bytes += b;
             if (r == ZERO_REGION_PARAMS && b > o->bounce_bytes) o->bounce_bytes = b;
         }
     }
+}
+static void zero_offload_layout(ZeroOffload* o, const ParamLayout* layout, int optimizer, int params) {
+    zero_offload_layout_for(o, layout, optimizer, params, ZERO_HAS_MASTER); // this build's
 }
 
 static void zero_offload_layout_free(ZeroOffload* o) {
