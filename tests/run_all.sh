@@ -59,7 +59,7 @@ cleanup() {
     rm -rf "$work"
 }
 trap 'cleanup; exit 130' INT TERM
-trap 'rm -rf "$work"' EXIT
+trap cleanup EXIT
 
 passed=0; failed=0; skipped=0
 started=$(date +%s)
