@@ -14,7 +14,8 @@
 #                                      it (it measures time or needs every core).
 # Groups run longest first (LONG_GROUPS below, measured) so that the pool ends together. Each
 # group's output is held until it ends and printed as one block, closed by
-# "== <group>: <s> s, <n> passed, <n> failed"; the run ends with the total wall time and
+# "== <group>: <s> s (cpu <s> s), <n> passed, <n> failed" (cpu: user + sys of its processes, what it
+# costs whatever else runs beside it); the run ends with the total wall time and
 # "N passed, N failed" (", N skipped" when any), and exits non-zero on any failure.
 # Groups may run side by side because each keeps its files in its own mktemp directory, cluster
 # tests use tagged namespaces (tests/cluster.sh), and every binary they build is built before
@@ -61,22 +62,28 @@ cleanup() {
 trap 'cleanup; exit 130' INT TERM
 trap cleanup EXIT
 
-passed=0; failed=0; skipped=0
+passed=0; failed=0; skipped=0; cpu_total=0
 started=$(date +%s)
 start_group() {
     local group=$1 log="$work/$(basename "$1" .sh)"
-    ( t0=$(date +%s); bash "$group" >"$log" 2>&1; rc=$?; echo "$rc $(( $(date +%s) - t0 ))" >"$log.done" ) &
+    # .done: exit status, wall seconds, and the CPU seconds (user + sys) of the group's processes
+    # that it waited for (bash's `times`, second line): what the group costs on an idle machine.
+    ( t0=$(date +%s); bash "$group" >"$log" 2>&1; rc=$?
+      times >"$log.times" # not in a pipe or $(...): a subshell there has no children of its own
+      cpu=$(tail -1 "$log.times" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); n += a[1] * 60 + a[2] } printf "%.0f", n }')
+      echo "$rc $(( $(date +%s) - t0 )) $cpu" >"$log.done" ) &
     pid_of[$group]=$!
 }
 # report GROUP: print its block and add its counts.
 report() {
-    local group=$1 log="$work/$(basename "$1" .sh)" rc secs p f s
-    read -r rc secs <"$log.done"
+    local group=$1 log="$work/$(basename "$1" .sh)" rc secs cpu p f s
+    read -r rc secs cpu <"$log.done"
     p=$(grep -c '^PASS ' "$log"); f=$(grep -c '^FAIL ' "$log"); s=$(grep -c '^SKIP ' "$log")
     echo "== $group"
     cat "$log"
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then echo "FAIL $group: exited $rc"; f=1; fi
-    echo "== $group: $secs s, $p passed, $f failed$([ "$s" -gt 0 ] && echo ", $s skipped")"
+    echo "== $group: $secs s (cpu $cpu s), $p passed, $f failed$([ "$s" -gt 0 ] && echo ", $s skipped")"
+    cpu_total=$((cpu_total + cpu))
     passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 }
 # reap: wait until at least one running group has ended (polled: `wait -n` may miss a job that
@@ -104,6 +111,6 @@ for group in "${ordered[@]}"; do
 done
 while [ ${#pid_of[@]} -gt 0 ]; do reap; done
 
-echo "total: $(( $(date +%s) - started )) s for ${#ordered[@]} groups ($tier tier, $jobs at a time)"
+echo "total: $(( $(date +%s) - started )) s for ${#ordered[@]} groups (cpu $cpu_total s; $tier tier, $jobs at a time)"
 if [ "$skipped" -gt 0 ]; then echo "$passed passed, $failed failed, $skipped skipped"; else echo "$passed passed, $failed failed"; fi
 [ "$failed" -eq 0 ]
