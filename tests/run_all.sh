@@ -52,11 +52,16 @@ for group in "${groups[@]}"; do [[ " ${ordered[*]} " == *" $group "* ]] || order
 ensure_tinyshakespeare >/dev/null 2>&1
 
 work=$(mktemp -d /tmp/run_all.XXXXXX)
-declare -A pid_of=()   # group -> pid of its job (its own process group: set -m)
-set -m
+declare -A pid_of=()   # group -> pid of the subshell that runs it and records its end
+# Each group runs in its own session (setsid: no job control needed), so that stopping the runner
+# stops every process a group started; its process group id is in $log.pgid.
 cleanup() {
-    local g
-    for g in "${!pid_of[@]}"; do kill -TERM -- "-${pid_of[$g]}" 2>/dev/null; done
+    local g f
+    for g in "${!pid_of[@]}"; do
+        f="$work/$(basename "$g" .sh).pgid"
+        kill -TERM "${pid_of[$g]}" 2>/dev/null
+        [ -s "$f" ] && kill -TERM -- "-$(cat "$f")" 2>/dev/null
+    done
     rm -rf "$work"
 }
 trap 'cleanup; exit 130' INT TERM
@@ -68,7 +73,7 @@ start_group() {
     local group=$1 log="$work/$(basename "$1" .sh)"
     # .done: exit status, wall seconds, and the CPU seconds (user + sys) of the group's processes
     # that it waited for (bash's `times`, second line): what the group costs on an idle machine.
-    ( t0=$(date +%s); bash "$group" >"$log" 2>&1; rc=$?
+    ( t0=$(date +%s); setsid bash -c 'echo $$ >"$0.pgid"; exec bash "$1"' "$log" "$group" >"$log" 2>&1; rc=$?
       times >"$log.times" # not in a pipe or $(...): a subshell there has no children of its own
       cpu=$(tail -1 "$log.times" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); n += a[1] * 60 + a[2] } printf "%.0f", n }')
       echo "$rc $(( $(date +%s) - t0 )) $cpu" >"$log.done" ) &
