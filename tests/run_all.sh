@@ -73,7 +73,7 @@ start_group() {
     local group=$1 log="$work/$(basename "$1" .sh)"
     # .done: exit status, wall seconds, and the CPU seconds (user + sys) of the group's processes
     # that it waited for (bash's `times`, second line): what the group costs on an idle machine.
-    ( t0=$(date +%s); setsid bash -c 'echo $$ >"$0.pgid"; exec bash "$1"' "$log" "$group" >"$log" 2>&1; rc=$?
+    ( t0=$(date +%s); setsid --wait bash -c 'echo $$ >"$0.pgid"; exec bash "$1"' "$log" "$group" >"$log" 2>&1; rc=$?
       times >"$log.times" # not in a pipe or $(...): a subshell there has no children of its own
       cpu=$(tail -1 "$log.times" | awk '{ n = 0; for (i = 1; i <= 2; i++) { split($i, a, "m"); n += a[1] * 60 + a[2] } printf "%.0f", n }')
       echo "$rc $(( $(date +%s) - t0 )) $cpu" >"$log.done" ) &
