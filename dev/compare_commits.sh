@@ -35,8 +35,9 @@ while [ $# -gt 0 ]; do
 done
 [ $# -eq 2 ] || usage
 
-# Configurations: NAME STAGE RANKS ARGS. CPU: d2, T 8, global batch 12 sequences, 4 steps, val
-# every 2, checkpoint at 4 (as tests/zero_common.sh). GPU: the reference model (L 2, C 64),
+# Configurations: NAME STAGE RANKS ARGS (a flag in ARGS overrides COMMON's). CPU: d2, T 8, global
+# batch 12 sequences, 4 steps, val every 2, checkpoint at 4 (as tests/zero_common.sh); -d auto
+# with 16 steps of T 16 at lr 3e-3, where the batch grows 3 times (96 -> 192 -> 384 -> 768 tokens). GPU: the reference model (L 2, C 64),
 # T 32, global batch 8, 2 steps (an emulated step takes seconds).
 if [ "$build" = cpu ]; then
     COMMON=(-e d2 -t 8 -x 4 -l 1e-3 -s 0 -v 2 -m 2 -n 4)
@@ -49,7 +50,7 @@ if [ "$build" = cpu ]; then
         "z3_np1_zo_nvme_zp_nvme_accum2 3 1 -b 6 -d 96 -zo nvme -zp nvme"
         "z3_np3_qw 3 3 -b 4 -qw 1" "z3_np3_qg 3 3 -b 4 -qg 1" "z2_np3_qg 2 3 -b 4 -qg 1"
         "z3_np4_hp2 3 4 -b 3 -hp 2" "z3_np4_qw_hp2_qg 3 4 -b 3 -qw 1 -hp 2 -qg 1"
-        "z2_np3_d_auto 2 3 -b 2 -x 8 -d auto -dm 960 -df 2 -dw 3"
+        "z2_np3_d_auto 2 3 -b 2 -t 16 -x 16 -l 3e-3 -v 4 -d auto -dm 960 -df 2 -dw 3"
     )
     binary() { echo "build/train_gpt2_z$1"; }
     targets=(build/train_gpt2_z0 build/train_gpt2_z1 build/train_gpt2_z2 build/train_gpt2_z3)
