@@ -37,8 +37,9 @@ done
 
 # Configurations: NAME STAGE RANKS ARGS (a flag in ARGS overrides COMMON's). CPU: d2, T 8, global
 # batch 12 sequences, 4 steps, val every 2, checkpoint at 4 (as tests/zero_common.sh); -d auto
-# with 16 steps of T 16 at lr 3e-3, where the batch grows 3 times (96 -> 192 -> 384 -> 768 tokens). GPU: the reference model (L 2, C 64),
-# T 32, global batch 8, 2 steps (an emulated step takes seconds).
+# with 16 steps of T 16 at lr 3e-3, where the batch grows 3 times (96 -> 192 -> 384 -> 768
+# tokens). GPU: the reference model (L 2, C 64), T 32, global batch 8, 2 steps (an emulated step
+# takes seconds).
 if [ "$build" = cpu ]; then
     COMMON=(-e d2 -t 8 -x 4 -l 1e-3 -s 0 -v 2 -m 2 -n 4)
     CONFIGS=(
