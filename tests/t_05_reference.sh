@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: quick
 # Reference state (dev/reference/, from dev/make_reference.py): internal consistency of the
 # committed files, and the loader's one-line errors on damaged copies.
 cd "$(dirname "$0")/.." && source tests/lib.sh

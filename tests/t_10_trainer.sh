@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: quick
 # The CPU trainer: the model against the PyTorch reference, host-code unit tests, every bad
 # input of the command line and files (one error line, exit 1), and a short real training run.
 cd "$(dirname "$0")/.." || exit 1

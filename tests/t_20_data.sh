@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: quick
 # Test group: the data side of the trainer.
 #   1. build/test_dataloader: C dataloader + tokenizer unit tests (prints its own PASS/FAIL lines)
 #   2. bad input for the C dataloader / tokenizer (through build/test_dataloader_badinput)

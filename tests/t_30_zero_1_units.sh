@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: quick
 # ZeRO group 1: the pure parts and start-up.
 #   - shard layout and formulas (build/test_zero_layout), state files (build/test_zero_state),
 #     launcher variables, device rule, fingerprint and host arithmetic (build/test_launcher)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# tier: quick
 # Gradient noise scale meter (common/gns.h): unbiased |G|^2 / tr(Σ) estimates, their derived
 # variances, B_simple recovery on synthetic gradients, EMA bias correction, bad inputs.
 # The checks and their tolerances are described in tests/test_gns.c; it prints PASS/FAIL lines.
