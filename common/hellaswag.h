@@ -80,38 +80,38 @@ static int hellaswag_load(HellaSwagSet* hs, const char* path, int vocab_size, ch
     for (; e < n && problem == NULL; e++) {
         HellaSwagExample* ex = &hs->examples[e];
         long start = pos;
-        if (pos + 6 > num_words) { problem = "the file ends inside the record"; break; }
+        if (pos + 6 > num_words) { problem = "the file ends inside its record"; break; }
         int size_bytes = words[pos + 1], completions = words[pos + 4], context_len = words[pos + 5];
         ex->index = words[pos + 2];
         ex->label = words[pos + 3];
         if (words[pos] != HELLASWAG_START) { problem = "no 65535 start word"; break; }
         if (completions != HELLASWAG_COMPLETIONS) { problem = "a completion count other than 4"; break; }
-        if (ex->label >= HELLASWAG_COMPLETIONS) { problem = "a label outside 0..3"; break; }
-        if (context_len < 1) { problem = "an empty context"; break; }
+        if (ex->label >= HELLASWAG_COMPLETIONS) { problem = "its label is outside 0..3"; break; }
+        if (context_len < 1) { problem = "its context is empty"; break; }
         pos += 6;
         long need = context_len;
-        if (pos + need > num_words) { problem = "the file ends inside the record"; break; }
+        if (pos + need > num_words) { problem = "the file ends inside its record"; break; }
         ex->context_start = num_tokens;
         ex->context_len = context_len;
         for (long k = 0; k < need; k++) hs->tokens[num_tokens++] = words[pos + k];
         pos += need;
         for (int c = 0; c < HELLASWAG_COMPLETIONS && problem == NULL; c++) {
-            if (pos + 1 > num_words) { problem = "the file ends inside the record"; break; }
+            if (pos + 1 > num_words) { problem = "the file ends inside its record"; break; }
             int m = words[pos++];
-            if (m < 1) { problem = "an empty completion"; break; }
-            if (pos + m > num_words) { problem = "the file ends inside the record"; break; }
+            if (m < 1) { problem = "a completion is empty"; break; }
+            if (pos + m > num_words) { problem = "the file ends inside its record"; break; }
             ex->completion_start[c] = num_tokens;
             ex->completion_len[c] = m;
             for (int k = 0; k < m; k++) hs->tokens[num_tokens++] = words[pos + k];
             pos += m;
         }
-        if (problem == NULL && 2 * (pos - start) != size_bytes) problem = "a record size that disagrees with its lengths";
+        if (problem == NULL && 2 * (pos - start) != size_bytes) problem = "its record size disagrees with its lengths";
     }
     if (problem == NULL && pos != num_words) {
         snprintf(err, err_cap, "error: -hf %s: %ld bytes after the header's %d examples; expected %s", path, 2 * (num_words - pos), n, expected);
         problem = "";
     } else if (problem != NULL) {
-        snprintf(err, err_cap, "error: -hf %s: example %d (byte %ld) has %s; expected %s", path, e, 1024 + 2 * pos, problem, expected);
+        snprintf(err, err_cap, "error: -hf %s: example %d (byte %ld): %s; expected %s", path, e, 1024 + 2 * pos, problem, expected);
     }
     for (int k = 0; problem == NULL && k < num_tokens; k++)
         if (hs->tokens[k] >= vocab_size) {
