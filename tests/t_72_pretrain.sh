@@ -17,7 +17,9 @@
 #   5. bad input, one error line each: a HellaSwag file cut short, one with another magic, a
 #      parquet file without a "text" column, a file that is not parquet.
 # Needs ./train_gpt2 and build/train_gpt2_z3 (make train_gpt2 zero_binaries), pyarrow, and for
-# part 3 torch + transformers (scripts/setup.sh --hf; HF_TESTS=0 skips that part off CI).
+# part 3 torch + transformers (scripts/setup.sh --hf; HF_TESTS=0 skips that part off CI) and, for the
+# emulated GPU run, build/emu/train_gpt2cu_z3 (make emu_binaries; skipped without it).
+# Measured: 28 checks, 5m49s wall (2m23s user CPU) on 2 shared cores, with torch installed.
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
