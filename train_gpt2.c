@@ -45,6 +45,7 @@
 #include "train/noise_scale.h" // the GNS meter's glue to the engine: after zero.cuh
 #include "train/batch_schedule_trainer.h" // the batch schedule's glue: after noise_scale.h
 #include "train/plan_exec.h"   // --plan: runs ./plan_gpt2 (plan/plan_gpt2.c) in this process's place
+#include "train/hellaswag_eval.h" // -hs: HellaSwag during training, after zero.cuh
 
 // ----------------------------------------------------------------------------
 // Activations: everything forward keeps for backward, sized for (B, T).
@@ -460,6 +461,13 @@ static float gpt2_val_loss(GPT2* model, DataLoader* val_loader, int val_steps) {
     return (float)zero_all_reduce_mean(&model->zero, sum / val_steps, "val loss");
 }
 
+// HellaSwag's forward (train/hellaswag_eval.h): per-position losses of one (B,T) batch.
+static void gpt2_forward_losses(void* m, const int* inputs, const int* targets, float* losses) {
+    GPT2* model = (GPT2*)m;
+    gpt2_forward(model, inputs, targets, model->B, model->T);
+    memcpy(losses, model->acts.losses, (size_t)model->B * model->T * sizeof(float));
+}
+
 static void format_eta(char* buf, size_t cap, double seconds) {
     int s = (int)(seconds + 0.5);
     if (s >= 3600) snprintf(buf, cap, "%dh%02dm", s / 3600, (s / 60) % 60);
@@ -647,6 +655,8 @@ int main(int argc, char** argv) {
     int total_batch_tokens = batch->state.batch_tokens, grad_accum_steps = batch_schedule_grad_accum_steps(batch);
     int max_steps = train_run_checks_with_model(&run, &model.config, &train_loader, do_val ? &val_loader : NULL);
 
+    HellaSwagEval hellaswag; // -hs: every rank loads -hf
+    hellaswag_eval_init(&hellaswag, &run, model.config.vocab_size, B, T);
     Tokenizer tokenizer = {0}; // only read when samples are printed
     if (args.sample_every > 0) tokenizer_init(&tokenizer, tokenizer_path_beside(args.train_pattern));
 
@@ -682,6 +692,8 @@ int main(int argc, char** argv) {
             logger_record(&logger, "val", "\"step\":%d,\"loss\":%s,\"tokens\":%lld", step,
                           json_number(val_text, sizeof(val_text), last_val_loss), tokens_seen);
         }
+        if (hellaswag_eval_due(&hellaswag, step, last_step))
+            hellaswag_eval_run(&hellaswag, gpt2_forward_losses, &model, z, step, max_steps, tokens_seen, &logger);
         if (args.sample_every > 0 && (step % args.sample_every == 0 || last_step) && (step > 0 || last_step)) {
             gpt2_sample(&model, &tokenizer, args.gen_tokens, (uint64_t)args.seed + (uint64_t)step, rank == 0);
         }
@@ -737,6 +749,7 @@ int main(int argc, char** argv) {
     zero_trace_close(z, grad_accum_steps);
     logger_close(&logger);
     tokenizer_free(&tokenizer);
+    hellaswag_eval_free(&hellaswag);
     dataloader_free(&train_loader);
     if (do_val) dataloader_free(&val_loader);
     gpt2_free(&model);

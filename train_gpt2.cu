@@ -51,6 +51,7 @@
 #include "train/noise_scale.h" // the GNS meter's glue to the engine, shared with train_gpt2.c: after zero.cuh
 #include "train/batch_schedule_trainer.h" // the batch schedule's glue, shared with train_gpt2.c: after noise_scale.h
 #include "train/plan_exec.h"   // --plan: runs ./plan_gpt2 (plan/plan_gpt2.c) in this process's place
+#include "train/hellaswag_eval.h" // -hs: HellaSwag during training, shared with train_gpt2.c: after zero.cuh
 
 #include "common/cuda_utils.cuh"
 #include "common/op_timer.cuh"
@@ -729,6 +730,16 @@ static float gpt2_val_loss(GPT2* model, DataLoader* val_loader, int val_steps) {
     return (float)zero_all_reduce_mean(&model->zero, gpt2_take_loss(model), "val loss"); // each rank its slices, then the mean
 }
 
+// HellaSwag's forward (train/hellaswag_eval.h): per-position losses (fp32) of one (B,T) batch,
+// copied to the host (the wait is the eval's: it runs between steps).
+static void gpt2_forward_losses(void* m, const int* inputs, const int* targets, float* losses) {
+    GPT2* model = (GPT2*)m;
+    gpt2_forward(model, inputs, targets, model->B, model->T, 0.0f, 0.0f);
+    CUDA_CHECK(cudaMemcpyAsync(losses, model->acts.losses, (size_t)model->B * model->T * sizeof(float), cudaMemcpyDeviceToHost,
+                               model->zero.compute));
+    zero_stream_synchronize(&model->zero, model->zero.compute, "hellaswag losses");
+}
+
 static void format_eta(char* buf, size_t cap, double seconds) {
     int s = (int)(seconds + 0.5);
     if (s >= 3600) snprintf(buf, cap, "%dh%02dm", s / 3600, (s / 60) % 60);
@@ -935,6 +946,8 @@ int main(int argc, char** argv) {
     int total_batch_tokens = batch->state.batch_tokens, grad_accum_steps = batch_schedule_grad_accum_steps(batch);
     int max_steps = train_run_checks_with_model(&run, &model.config, &train_loader, do_val ? &val_loader : NULL);
 
+    HellaSwagEval hellaswag; // -hs: every rank loads -hf
+    hellaswag_eval_init(&hellaswag, &run, model.config.vocab_size, B, T);
     Tokenizer tokenizer = {0}; // only read when samples are printed
     if (args.sample_every > 0) tokenizer_init(&tokenizer, tokenizer_path_beside(args.train_pattern));
 
@@ -978,9 +991,10 @@ int main(int argc, char** argv) {
         int sample_due = args.sample_every > 0 && (step % args.sample_every == 0 || last_step) && (step > 0 || last_step);
         int checkpoint_due = args.output_dir && args.checkpoint_every > 0 && step > start_step &&
                              (step % args.checkpoint_every == 0 || last_step);
+        int hellaswag_due = hellaswag_eval_due(&hellaswag, step, last_step);
         // Before anything that reads the model or the meter, or ends the run: the last step's
         // results (printed, logged, into the meter).
-        if (pending.step > 0 && (sync_each_step || val_due || sample_due || checkpoint_due || last_step || run.fault.step == step)) {
+        if (pending.step > 0 && (sync_each_step || val_due || hellaswag_due || sample_due || checkpoint_due || last_step || run.fault.step == step)) {
             if (!finish_step(&model, &pending, batch, &gns, &logger, &stats, model_flops_per_token)) return 1;
             synced = 1;
         }
@@ -992,6 +1006,8 @@ int main(int argc, char** argv) {
             logger_record(&logger, "val", "\"step\":%d,\"loss\":%s,\"tokens\":%lld", step,
                           json_number(val_text, sizeof(val_text), last_val_loss), stats.tokens_seen);
         }
+        if (hellaswag_due)
+            hellaswag_eval_run(&hellaswag, gpt2_forward_losses, &model, z, step, max_steps, stats.tokens_seen, &logger);
         if (sample_due) gpt2_sample(&model, &tokenizer, args.gen_tokens, (uint64_t)args.seed + (uint64_t)step, rank == 0);
         if (checkpoint_due) {
             DataLoaderState data = dataloader_get_state(&train_loader);
@@ -1060,6 +1076,7 @@ int main(int argc, char** argv) {
     zero_trace_close(z, grad_accum_steps);
     logger_close(&logger);
     tokenizer_free(&tokenizer);
+    hellaswag_eval_free(&hellaswag);
     dataloader_free(&train_loader);
     if (do_val) dataloader_free(&val_loader);
     gpt2_free(&model);

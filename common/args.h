@@ -9,7 +9,8 @@
  * the ZeRO-Offload / ZeRO-Infinity placement (zero/offload/offload.h): -zo (optimizer state), -zp (stage-3
  * parameter shard), none|cpu|nvme each, and -zd (the NVMe directory), and ZeRO++
  * (zero/zeropp/zeropp.h): -qw (quantized weights), -hp (secondary shard group), -qg (quantized
- * gradients), -qgb (their bits), -qb (the weights' quantization block size), -qbg (the gradients').
+ * gradients), -qgb (their bits), -qb (the weights' quantization block size), -qbg (the gradients'),
+ * and HellaSwag during training (train/hellaswag_eval.h): -hs (every n steps), -hf (file), -hm (examples).
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
  * flag or a malformed value prints one error line and exits 1.
  */
@@ -75,6 +76,9 @@ typedef struct {
     int plan_ranks_per_node;   // -rpn: ranks per node to plan for (0: the machine's); only with --plan
     const char* plan_json;     // -pj: the plan's JSON rows to this file ("-": stdout), NULL: none; only with --plan
     int plan_zeropp;           // -pz: 1: the usual ZeRO++ rows beside stage 3 (-qw/-hp/-qg given: that row anyway); only with --plan
+    int hellaswag_every;       // -hs: HellaSwag accuracy every n steps (0: never; train/hellaswag_eval.h)
+    const char* hellaswag_file; // -hf: its eval file (data/hellaswag.py)
+    int hellaswag_max_examples; // -hm: the first m examples (-1: all)
 } TrainArgs;
 
 #define TOTAL_BATCH_AUTO (-2) // -d auto
@@ -132,6 +136,9 @@ static const ArgSpec arg_specs[] = {
     {"-rpn", ARG_INT, ARG_FIELD(plan_ranks_per_node), "with --plan: ranks per node (0: the machine's)"},
     {"-pj", ARG_STRING, ARG_FIELD(plan_json), "with --plan: the rows as JSON lines to FILE (-: stdout)"},
     {"-pz", ARG_INT, ARG_FIELD(plan_zeropp), "with --plan: 1 adds the ZeRO++ rows beside stage 3 (0/1)"},
+    {"-hs", ARG_INT, ARG_FIELD(hellaswag_every), "HellaSwag accuracy every n steps (0: never)"},
+    {"-hf", ARG_STRING, ARG_FIELD(hellaswag_file), "HellaSwag eval file (data/hellaswag.py)"},
+    {"-hm", ARG_INT, ARG_FIELD(hellaswag_max_examples), "HellaSwag: the first m examples (-1: all)"},
 };
 #define NUM_ARG_SPECS (int)(sizeof(arg_specs) / sizeof(arg_specs[0]))
 
@@ -143,6 +150,7 @@ static const struct { const char* flag; long min, max; } arg_int_ranges[] = {
     {"-g", 1, 1048576}, {"-a", 0, 1},       {"-z", -1, 3},
     {"-dm", -1, INT_MAX}, {"-d0", -1, INT_MAX}, {"-dw", 1, INT_MAX}, {"-ot", 0, INT_MAX}, {"-np", -1, 1 << 20},
     {"-rpn", 0, 1 << 16}, {"-qw", 0, 1}, {"-qg", 0, 1}, {"-hp", 0, INT_MAX}, {"-pz", 0, 1},
+    {"-hs", 0, INT_MAX}, {"-hm", -1, 65536},
     {"-qb", 32, 65536}, {"-qbg", 32, 65536}, // blocks: also multiples of 32 (zero/zeropp/zeropp.h)
 };
 
@@ -205,6 +213,9 @@ static void train_args_defaults(TrainArgs* a) {
     a->plan_ranks_per_node = 0;
     a->plan_json = NULL;
     a->plan_zeropp = 0;
+    a->hellaswag_every = 0;
+    a->hellaswag_file = "data/hellaswag/hellaswag_val.bin";
+    a->hellaswag_max_examples = -1;
 }
 
 // -ts "FIRST-LAST" or "STEP" into steps from 1; returns 0, or -1 when malformed.

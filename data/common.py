@@ -1,4 +1,4 @@
-"""Shared code for the data preparation scripts (data/tinyshakespeare.py, data/prepare.py).
+"""Shared code for the data preparation scripts (tinyshakespeare.py, prepare.py, fineweb.py, hellaswag.py).
 
 What lives here:
   - ArgumentParser: argparse whose flag errors use die()'s format.
@@ -10,6 +10,8 @@ What lives here:
   - prepare_out_dir(): creates the output directory and proves it is writable before any work.
   - write_shard(): one token shard in llm.c's format.
   - write_tokenizer(): the decode table the C side reads (common/tokenizer.h).
+  - tokenize_into_shards(): documents -> token shards on all cores (ShardWriter: shard 0 val,
+    the rest train), with the shared output flags (add_shard_args, check_shard_args).
 
 File formats (all integers little-endian):
   token shard      header 256 x int32: [0] 20240520 magic, [1] 1 version, [2] token count,
@@ -216,3 +218,170 @@ def write_tokenizer(path, enc):
         body.append(len(token_bytes))
         body += token_bytes
     _write_atomically(path, [header.tobytes(), bytes(body)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Documents -> token shards, shared by data/prepare.py (local text) and data/fineweb.py (parquet,
+# Hugging Face datasets): the same file names, split convention and last-shard rule for both.
+
+TOKENIZER_NAME = "gpt2_tokenizer.bin"
+_worker_encoding = None  # the GPT-2 encoding, set in each tokenizer process by _init_worker
+
+
+def _init_worker(enc):
+    global _worker_encoding
+    _worker_encoding = enc
+
+
+def document_tokens(text):
+    """In a tokenizer process: one document's uint16 tokens, led by <|endoftext|> (50256)."""
+    tokens = [_worker_encoding.eot_token] + _worker_encoding.encode_ordinary(text)
+    return np.array(tokens, dtype=np.uint16)
+
+
+def add_shard_args(parser):
+    """The output flags every shard-writing script takes (checked by check_shard_args)."""
+    parser.add_argument("--out-dir", required=True, help="where the shards and tokenizer go")
+    parser.add_argument("--prefix", default="data", help="shard file name prefix (default: data)")
+    parser.add_argument("--shard-size", type=int, default=100_000_000,
+                        help="tokens per shard (default: 100,000,000 = 200 MB of uint16)")
+    parser.add_argument("--bpe-dir", help="directory with GPT-2's encoder.json and vocab.bpe "
+                        "(default: tiktoken.get_encoding('gpt2'), online)")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="tokenizer processes (default: all cores)")
+    parser.add_argument("--force", action="store_true", help="replace existing shards")
+
+
+def check_shard_args(args):
+    """One error line for an out-of-range --shard-size / --workers or an unusable --prefix."""
+    if not 1 <= args.shard_size <= MAX_SHARD_TOKENS:
+        die(f"--shard-size {args.shard_size}", "out of range",
+            f"1..{MAX_SHARD_TOKENS} tokens (the header stores an int32 count)")
+    if args.workers < 1:
+        die(f"--workers {args.workers}", "out of range", "at least 1")
+    if not args.prefix or os.sep in args.prefix or any(c in args.prefix for c in "*?[]"):
+        die(f"--prefix {args.prefix}", "empty, or contains a path separator or a glob character",
+            "a plain file name prefix")
+
+
+def existing_shards(out_dir, prefix):
+    """The <prefix>_val_N.bin / <prefix>_train_N.bin already in out_dir, sorted."""
+    import glob
+    d, p = glob.escape(out_dir), glob.escape(prefix)
+    return sorted(glob.glob(os.path.join(d, f"{p}_val_[0-9]*.bin")) +
+                  glob.glob(os.path.join(d, f"{p}_train_[0-9]*.bin")))
+
+
+class ShardWriter:
+    """Collects document tokens into a fixed buffer of shard_size tokens and writes each full
+    shard: shard 0 is val, the rest train. close() writes the final partial shard."""
+
+    def __init__(self, out_dir, prefix, shard_size):
+        self.out_dir, self.prefix, self.shard_size = out_dir, prefix, shard_size
+        self.buffer = np.empty(shard_size, dtype=np.uint16)
+        self.filled = 0
+        self.shard_index = 0
+        self.total_tokens = 0
+        self.written = []  # paths of the shards written so far
+        self.counts = []   # their token counts
+
+    def add(self, tokens):
+        self.total_tokens += len(tokens)
+        while len(tokens) > 0:
+            take = min(len(tokens), self.shard_size - self.filled)
+            self.buffer[self.filled:self.filled + take] = tokens[:take]
+            self.filled += take
+            tokens = tokens[take:]
+            if self.filled == self.shard_size:
+                self._write()
+
+    def _write(self):
+        split = "val" if self.shard_index == 0 else "train"
+        path = os.path.join(self.out_dir, f"{self.prefix}_{split}_{self.shard_index:06d}.bin")
+        write_shard(path, self.buffer[:self.filled])
+        self.written.append(path)
+        self.counts.append(self.filled)
+        self.shard_index += 1
+        self.filled = 0
+
+    def close(self):
+        """Write the rest: its own shard, or appended to the last train shard when shorter than
+        half a shard (and the sum still fits the int32 count). Returns a note, or None."""
+        if self.filled == 0:
+            return None
+        last_is_train = self.shard_index >= 2
+        if (last_is_train and self.filled < self.shard_size // 2 and
+                self.counts[-1] + self.filled <= MAX_SHARD_TOKENS):
+            path = self.written.pop()
+            previous = np.fromfile(path, dtype=np.uint16, offset=HEADER_INTS * 4)
+            self.counts.pop()
+            self.shard_index -= 1
+            rest = self.filled
+            self.buffer = np.concatenate([previous, self.buffer[:self.filled]])
+            self.filled = len(self.buffer)
+            self._write()
+            return (f"note: the last {rest} tokens (under half of --shard-size {self.shard_size}) "
+                    f"went into {os.path.basename(path)}, which holds {self.counts[-1]}")
+        self._write()
+        return None
+
+
+def tokenize_into_shards(documents, tokenize, enc, out_dir, prefix, shard_size, workers, existing,
+                         progress_total=None, progress_unit="B"):
+    """Tokenize `documents` on `workers` processes and write them as shards in out_dir.
+
+    documents: an iterable of picklable items, read lazily (a stream never sits in memory whole).
+    tokenize: a module-level function item -> (uint16 tokens or None, progress amount, DataError
+      or None); it calls document_tokens(text). Errors come back as values so that one bad
+      document gives one error line here, not a traceback from inside the pool.
+    existing: the old shards (--force) to delete once the new set is complete.
+    New shards go to a staging directory first and replace the old ones only when all are
+    written, so a failure half-way never loses the data that was there. Exits with the error
+    line on bad input; prints what it wrote. Returns the list of (path, token count)."""
+    import multiprocessing
+    import shutil
+    import tempfile
+    from tqdm import tqdm
+    staging = tempfile.mkdtemp(prefix=f".{prefix}_staging_", dir=out_dir)
+    writer = ShardWriter(staging, prefix, shard_size)
+    progress = tqdm(total=progress_total, unit=progress_unit, unit_scale=True, desc="tokenizing",
+                    disable=None)  # None: only on a terminal, so stderr stays clean in logs
+    error = None
+    try:
+        with multiprocessing.Pool(workers, initializer=_init_worker, initargs=(enc,)) as pool:
+            for tokens, amount, error in pool.imap(tokenize, documents, chunksize=16):
+                if error is not None:
+                    break
+                writer.add(tokens)
+                progress.update(amount)
+    except DataError as e:  # raised by the document reader itself (e.g. a parquet file)
+        error = e
+    except OSError as e:  # an input vanished or became unreadable after the checks
+        error = DataError(e.filename or "input", f"cannot read ({e.strerror})", "readable input files")
+    progress.close()
+    if error is None and writer.total_tokens <= shard_size:
+        error = DataError(f"--shard-size {shard_size}",
+                          f"the inputs give only {writer.total_tokens} tokens, all in the val shard",
+                          "a shard size below the token count, so that at least one train shard exists")
+    if error is not None:
+        shutil.rmtree(staging, ignore_errors=True)  # the old shards, if any, stay untouched
+        die(error.subject, error.what, error.expected)
+    note = writer.close()
+    for path in existing:  # --force: stale shards would otherwise mix into a glob pattern
+        os.remove(path)
+    result = []
+    for path, count in zip(writer.written, writer.counts):
+        final = os.path.join(out_dir, os.path.basename(path))
+        os.replace(path, final)
+        print(f"wrote {count} tokens to {final}")
+        result.append((final, count))
+    shutil.rmtree(staging, ignore_errors=True)
+    write_tokenizer(os.path.join(out_dir, TOKENIZER_NAME), enc)
+    if note:
+        print(note)
+    print(f"{writer.total_tokens} tokens in {writer.shard_index} shards "
+          f"(1 val, {writer.shard_index - 1} train) in {out_dir}")
+    # The trainer needs one global batch per shard: say the bound this data set puts on it.
+    print(f"shortest shard: {min(writer.counts)} tokens, so the trainer takes "
+          f"B*T*ranks <= {min(writer.counts) - 1} on these shards (-b, -t, and ranks under mpirun)")
+    return result

@@ -4,7 +4,8 @@ plot_log.py: one PNG summarising a training run from its log.jsonl (format: comm
 
     python3 scripts/plot_log.py LOGDIR_or_FILE [-o out.png] [--smooth BETA] [--dpi N]
 
-Panels: train loss (raw and smoothed) with val loss, vs step; learning rate; gradient norm
+Panels: train loss (raw and smoothed) with val loss, vs step, and HellaSwag accuracy (-hs:
+acc_norm and acc, right axis) beside it; learning rate; gradient norm
 (before clipping, log scale); tokens/s; and the gradient noise scale B_simple in tokens
 (McCandlish et al. 2018) beside the run's batch size per step, with its changes marked (a batch
 schedule: -d auto, -ds) and, for -d auto, the growth threshold factor x batch. Default output:
@@ -50,7 +51,18 @@ def plot_log(log, out_path, smooth_beta, dpi=100):
         ax.plot(x, y, "o-", color="tab:orange", ms=3, lw=1.5, label="val")
     ax.set_title("loss")
     ax.set_xlabel("step")
-    ax.legend()
+    handles, labels = ax.get_legend_handles_labels()
+    hellaswag = log["hellaswag"]
+    if has_values(hellaswag["acc_norm"]):
+        acc_ax = ax.twinx()
+        for name, style, color in (("acc_norm", "s-", "tab:green"), ("acc", "^--", "tab:olive")):
+            x, y = finite_points(hellaswag["step"], hellaswag[name])
+            acc_ax.plot(x, y, style, color=color, ms=3, lw=1.2, label=f"HellaSwag {name}")
+        acc_ax.axhline(0.25, color="gray", lw=0.8, ls=":")  # chance: 4 endings
+        acc_ax.set_ylabel("HellaSwag accuracy (chance 0.25)")
+        more_handles, more_labels = acc_ax.get_legend_handles_labels()
+        handles, labels = handles + more_handles, labels + more_labels
+    ax.legend(handles, labels)
 
     def series_panel(ax, name, title, log_y=False):
         ax.set_title(title)
@@ -137,6 +149,7 @@ def summary_lines(log):
         return finite[-1] if finite else None
 
     for label, values in (("last train loss", train["loss"]), ("last val loss", val["loss"]),
+                          ("last HellaSwag", log["hellaswag"]["acc_norm"]),
                           ("tokens seen", train["tokens"]), ("batch tokens", train["batch_tokens"]),
                           ("last B_simple", train["b_simple"])):
         v = last_finite(values)

@@ -2,14 +2,15 @@
 # Install what the CPU build, the tests and the data scripts need on a fresh Debian machine:
 # a C toolchain, OpenBLAS, Open MPI, liburing (Debian packages) and numpy, tiktoken, matplotlib,
 # tqdm, scipy-openblas32 (PyPI: a current OpenBLAS that knows every x86-64 CPU; the Makefile
-# links it), safetensors (PyPI; for scripts/export_hf.py and import_hf.py).
+# links it), safetensors (PyPI; for scripts/export_hf.py and import_hf.py), pyarrow (PyPI; data/fineweb.py
+# reads local parquet files with it).
 # Safe to run again: it skips what is already there.
 #   --hf   also PyPI's torch and transformers, which only the Hugging Face tests need (to load
 #          what export_hf.py writes; tests/t_70_hf.sh calls this). About 4-5 minutes and 5.6 GB
 #          from an empty pip cache (torch's wheel brings its CUDA libraries). dev/make_reference.py
 #          needs torch too; its output is committed.
 set -euo pipefail
-python_modules=(numpy tiktoken matplotlib tqdm scipy_openblas32 safetensors)
+python_modules=(numpy tiktoken matplotlib tqdm scipy_openblas32 safetensors pyarrow)
 [ "${1:-}" = "--hf" ] && python_modules+=(torch transformers)
 need_apt=()
 command -v gcc   >/dev/null 2>&1 || need_apt+=(gcc)

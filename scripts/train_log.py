@@ -6,7 +6,8 @@ One JSON object per line:
   {"kind":"train","step":S,"loss":..,"lr":..,"grad_norm":..,"ms":..,"tokens_per_s":..,
    "tokens":cumulative,"batch_tokens":..,"gns_g2":..,"gns_trace":..,"b_simple":..}
   {"kind":"val","step":S,"loss":..,"tokens":..}
-Any field but kind/step/loss may be missing or null (the trainer writes NaN/inf as null); both read
+  {"kind":"hellaswag","step":S,"acc":..,"acc_norm":..,"examples":..,"skipped":..,"tokens":..}
+Any field but kind/step/loss (hellaswag: kind/step/acc_norm) may be missing or null (the trainer writes NaN/inf as null); both read
 as NaN here. Unknown kinds are ignored, so the trainer can add records without breaking the plots.
 A resumed run appends to the same file and may repeat steps: a record whose step is not after the
 previous one of its kind replaces everything from that step on, so the curves show the run as it
@@ -21,6 +22,9 @@ import sys
 TRAIN_FIELDS = ("step", "loss", "lr", "grad_norm", "ms", "tokens_per_s", "tokens", "batch_tokens",
                 "gns_g2", "gns_trace", "b_simple")
 VAL_FIELDS = ("step", "loss", "tokens")
+HELLASWAG_FIELDS = ("step", "acc", "acc_norm", "examples", "tokens")
+RECORD_FIELDS = {"train": TRAIN_FIELDS, "val": VAL_FIELDS, "hellaswag": HELLASWAG_FIELDS}
+REQUIRED_FIELDS = {"train": ("step", "loss"), "val": ("step", "loss"), "hellaswag": ("step", "acc_norm")}
 
 
 class LogError(Exception):
@@ -72,7 +76,7 @@ def _append_record(records, record):
 def load_log(path):
     """
     Read one log. Returns {"path", "config": dict, "train": {field: list of floats},
-    "val": {field: list of floats}}, lists in step order. Raises LogError for a missing, empty or
+    "val": {field: list of floats}, "hellaswag": {field: list of floats}}, lists in step order. Raises LogError for a missing, empty or
     malformed log, or one without train records.
     """
     path = resolve_log_path(path)
@@ -84,7 +88,9 @@ def load_log(path):
     # A line the writer had not finished is the last one and has no newline after it; the
     # trainer writes whole lines and flushes each, so only a kill mid-write leaves one.
     unfinished_index = len(lines) - 1 if lines[-1].strip() else -1
-    config, train, val = {}, [], []
+    config = {}
+    records_of = {kind: [] for kind in RECORD_FIELDS}
+    train = records_of["train"]
     nonblank = 0
     for index, line in enumerate(lines):
         if not line.strip():
@@ -108,23 +114,24 @@ def load_log(path):
         if kind == "config":
             config.update(record)
             continue
-        if kind not in ("train", "val"):
+        if kind not in RECORD_FIELDS:
             if kind is None:
                 raise LogError(f"{where}: record has no \"kind\"; expected \"kind\": \"config\", \"train\" or \"val\"")
             continue  # a record kind this reader does not know: ignore, for forward compatibility
-        fields = TRAIN_FIELDS if kind == "train" else VAL_FIELDS
+        fields = RECORD_FIELDS[kind]
         parsed = {}
         for name in fields:
             value = _number(record.get(name))
             if value is None:
                 raise LogError(f"{where}: \"{name}\" is {json.dumps(record.get(name))}; expected a number or null")
             parsed[name] = value
-        for name in ("step", "loss"):
+        for name in REQUIRED_FIELDS[kind]:
             if name not in record:
-                raise LogError(f"{where}: {kind} record has no \"{name}\"; expected \"step\" and \"loss\" in every {kind} record")
+                first, second = REQUIRED_FIELDS[kind]
+                raise LogError(f"{where}: {kind} record has no \"{name}\"; expected \"{first}\" and \"{second}\" in every {kind} record")
         if not math.isfinite(parsed["step"]):
             raise LogError(f"{where}: \"step\" is null; expected an integer step")
-        _append_record(train if kind == "train" else val, parsed)
+        _append_record(records_of[kind], parsed)
     if nonblank == 0:
         raise LogError(f"{path}: empty log; expected JSON lines with \"kind\": \"train\" records")
     if not train:
@@ -133,7 +140,9 @@ def load_log(path):
     def columns(records, fields):
         return {name: [r[name] for r in records] for name in fields}
 
-    return {"path": path, "config": config, "train": columns(train, TRAIN_FIELDS), "val": columns(val, VAL_FIELDS)}
+    result = {"path": path, "config": config}
+    result.update({kind: columns(records_of[kind], fields) for kind, fields in RECORD_FIELDS.items()})
+    return result
 
 
 def has_values(values):
