@@ -230,15 +230,6 @@ static int gpt2_activation_sizes(const ParamLayout* layout, int B, int T, size_t
     return GPT2_ACTIVATION_BUFFERS;
 }
 
-// What gpt2_alloc_activations allocates on the device in all (act_bytes): the aligned buffers,
-// the micro-batch slots (tokens, targets, encoder plan) and the loss slots (the planner's activations).
-static size_t gpt2_activation_bytes(const ParamLayout* layout, int B, int T) {
-    size_t bytes[GPT2_ACTIVATION_BUFFERS], total = 0, BT = (size_t)B * T;
-    int n = gpt2_activation_sizes(layout, B, T, bytes);
-    for (int i = 0; i < n; i++) total += (bytes[i] + 255) / 256 * 256;
-    return total + BATCH_SLOTS * BATCH_SLOT_INTS(BT) * sizeof(int) + (LOSS_EVAL_SLOT + 1) * sizeof(float);
-}
-
 static void gpt2_alloc_activations(GPT2* model, int B, int T) {
     const GPT2Config* c = &model->config;
     size_t Vp = c->padded_vocab_size, BT = (size_t)B * T;

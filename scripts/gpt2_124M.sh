@@ -60,16 +60,11 @@ fi
 
 # The planner: for each candidate -b, the plan_json rows of stages 0-3; choose as said above.
 choose() {
-    local planner b rows pick
-    planner=$(trainer 0)
-    for k in 1 2 3; do [ -x "$planner" ] || [ ! -x "$(trainer $k)" ] || planner=$(trainer $k); done # any stage's build plans
-    if [ ! -x "$planner" ]; then
-        if [ "$dry_run" = 1 ]; then echo "none"; return; fi
-        build 0
-    fi
+    local planner=./plan_gpt2 b rows pick # the planner's own binary plans either build's layout
+    if [ ! -x "$planner" ]; then make -s plan_gpt2 >&2 || { echo "none"; return; }; fi
     for b in $batches; do
         [ "$batch" = auto ] || [ "$batch" = "$b" ] || continue
-        rows=$("$planner" --plan "$plan_machine" -np "$gpus" -e "$depth" -b "$b" -t "$T" -d "$total" 2>/dev/null | grep '^plan_json ' || true)
+        rows=$("$planner" --plan "$plan_machine" -np "$gpus" -e "$depth" -b "$b" -t "$T" -d "$total" -pj - 2>/dev/null | grep '^plan_json ' || true)
         pick=$(python3 -c '
 import json, sys
 want = sys.argv[1]
@@ -88,7 +83,7 @@ if [ "$choice" = nofit ]; then
     die "the planner (--plan $plan_machine, $gpus ranks): no stage fits at -b ${batch/auto/$batches}" "more GPUs or a smaller --batch"
 elif [ "$choice" = none ]; then
     b=${batch/auto/${batches%% *}} s=${stage/auto/1}
-    echo "plan: $(trainer 0) not built, the planner did not run: -b $b, stage $s (build it and rerun --dry-run for the planner's choice)"
+    echo "plan: ./plan_gpt2 could not be built, the planner did not run: -b $b, stage $s (build it and rerun --dry-run for the planner's choice)"
 else
     read -r b s step_ms mfu gib accum <<<"$choice"
     [ "$stage" = auto ] || s=$stage
@@ -106,7 +101,7 @@ if [ "$gpus" -gt 1 ] || [ "$smoke" = 0 ]; then
     else cmd=(mpirun -np "$gpus" --bind-to none "${cmd[@]}"); fi
 fi
 [ "$smoke" = 1 ] && [ "$gpus" -gt 1 ] && [ "$launcher" = mpirun ] && cmd=("${cmd[0]}" --allow-run-as-root --oversubscribe "${cmd[@]:1}")
-echo "command: ${cmd[*]}"
+echo "command: $(printf "%q " "${cmd[@]}")" # quoted: the shard globs stay globs when pasted
 [ "$dry_run" = 1 ] && exit 0
 build "$s"
 exec "${cmd[@]}"
