@@ -95,8 +95,10 @@ erun() {
 TOL=2e-3
 # The reference run also times steps 3-4 op family by op family (-ot 2): the per-kernel table's
 # FLOPs and bytes (common/op_costs.h) must equal dev/op_table.py's, computed op by op on its own
-# (its times mean nothing here).
-if erun 1 train_gpt2cu_z0 "$ET/ref" -ot 2; then
+# (its times mean nothing here). EMU_STRICT_EVENTS=1: an event the host has not seen complete
+# answers cudaErrorNotReady to cudaEventElapsedTime, as on a GPU, so the op timer reading a mark
+# it did not wait for (recorded after the step's done event) ends the run.
+if EMU_STRICT_EVENTS=1 erun 1 train_gpt2cu_z0 "$ET/ref" -ot 2; then
     check emu_op_table_costs_match_dev_op_table python3 dev/op_table.py --L 2 --C 64 --NH 4 --Vp 1024 --maxT 64 --B 8 --T 32 \
         --check-log "$ET/ref.out"
     # NCCL (the default build; collectives through dev/emu/nccl_emu.h) at every stage, and the
