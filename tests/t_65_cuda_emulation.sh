@@ -76,8 +76,8 @@ python3 tests/markov_shards.py "$ET" 1000 20000 4000 7
 export OMP_NUM_THREADS=1
 # Each rank "has" its own GPU, as NCCL requires (EMU_DEVICE_COUNT; dev/emu/emu_runtime.h).
 export EMU_DEVICE_COUNT=2
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT -x EMU_LAZY)
-export EMU_LAZY=0
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT -x EMU_LAZY -x EMU_NCCL_FAIL)
+export EMU_LAZY=0 EMU_NCCL_FAIL= # empty: no injected NCCL error (dev/emu/nccl_emu.h)
 # erun N BINARY DIR ARGS: an emulated trainer on N ranks, global batch 8 sequences of T 32,
 # 6 steps (-x), val every 3 (-v), checkpoint every 6 unless ARGS say otherwise (-n).
 erun() {
@@ -125,6 +125,21 @@ if EMU_STRICT_EVENTS=1 erun 1 train_gpt2cu_z0 "$ET/ref" -ot 2; then
     done
 else
     echo "FAIL emu_train_gpt2cu_z0_np1_runs: $(grep -v -i tokenizer "$ET/ref.out" | tail -3 | tr '\n' ' ')"
+fi
+
+# An NCCL error on one rank (EMU_NCCL_FAIL=1:3: rank 1's third collective fails, dev/emu/nccl_emu.h)
+# while its peer waits in the matching collective: the failing rank prints one line naming itself,
+# aborts the communicators and every rank, and the job ends within seconds, far below -wt (300 s:
+# a peer left waiting would need that long). 60 s allows for the emulation's slowness under load.
+name=emu_train_gpt2cu_z1_np2_nccl_error
+start=$SECONDS
+EMU_NCCL_FAIL=1:3 erun 2 train_gpt2cu_z1 "$ET/ncclerr"; rc=$?
+took=$((SECONDS - start))
+lines=$(grep -c "^error: rank 1: NCCL call .*aborting the communicators and all ranks" "$ET/ncclerr.out")
+if [ "$rc" -ne 0 ] && [ "$lines" -eq 1 ] && [ "$took" -lt 60 ]; then
+    echo "PASS ${name}_ends_all_ranks_at_once: exit $rc after ${took} s, one line naming rank 1"
+else
+    echo "FAIL ${name}_ends_all_ranks_at_once: exit $rc after ${took} s, $lines lines 'error: rank 1: NCCL call ... aborting'; wanted non-zero, 1, under 60 s: $(grep -E 'error|emu:' "$ET/ncclerr.out" | head -3 | tr '\n' ' ')"
 fi
 
 # One GPU without MPI (zero/cluster/mpi_single.h, make NO_USE_MPI=1): the same 6 steps as the MPI/NCCL
