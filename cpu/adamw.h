@@ -14,8 +14,8 @@
  * over OpenMP threads that each take contiguous blocks. One pass over memory: every element's
  * p, g, m, v is read once and p, m, v written once, 28 bytes per parameter, so the update runs at
  * the machine's memory bandwidth (dev/bench/adamw_bench.sh measures it against a triad kernel).
- * The vector and scalar paths can differ by the rounding of fused multiply-adds the compiler
- * forms in the scalar loop (-ffp-contract=fast): a few ulps (tests/test_adamw.c measures it).
+ * The scalar path spells its fused multiply-adds out (fmaf) as the vector paths do, so all paths
+ * (and the GPU kernel, kernels/adamw.cuh) round identically whatever the compiler contracts.
  * Every engine (and every placement of the optimizer state) calls the same adamw_update, so their
  * trajectories stay bit-identical to each other.
  */
@@ -45,15 +45,22 @@ static inline AdamWStep adamw_step_constants(float lr, float beta1, float beta2,
     return s;
 }
 
-// One element, the reference arithmetic (also the vector paths' tail).
+// One element, the reference arithmetic (also the vector paths' tail). The fused multiply-adds
+// are explicit (fmaf: one rounding) and are exactly those of the vector paths and of the GPU
+// kernel (kernels/adamw.cuh, __fmaf_rn), every other product and sum rounded on its own, so the
+// result does not depend on what the compiler contracts (-ffp-contract) or on the path.
 static inline void adamw_element(float* p, const float* g_in, float* m, float* v, const AdamWStep* s) {
     float g = *g_in * s->grad_scale;
-    float mi = s->beta1 * *m + s->one_minus_beta1 * g;
-    float vi = s->beta2 * *v + s->one_minus_beta2 * g * g;
+    float mi = fmaf(s->beta1, *m, s->one_minus_beta1 * g);
+    float omb2_g = s->one_minus_beta2 * g;
+    float vi = fmaf(s->beta2, *v, omb2_g * g);
     *m = mi;
     *v = vi;
-    float mhat = mi / s->bias1, vhat = vi / s->bias2;
-    *p -= s->lr * (mhat / (sqrtf(vhat) + s->eps) + s->weight_decay * *p);
+    float vhat = vi / s->bias2;
+    float denom = sqrtf(vhat) + s->eps;
+    float mhat = mi / s->bias1;
+    float update = fmaf(s->weight_decay, *p, mhat / denom);
+    *p = fmaf(-s->lr, update, *p);
 }
 
 static void adamw_update_scalar(float* params, const float* grads, float* m, float* v, size_t n, float lr,

@@ -613,6 +613,14 @@ static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 extern "C" float __expf(float x) __THROW { return expf(x); }
 extern "C" float __logf(float x) __THROW { return logf(x); }
 static inline float __fdividef(float a, float b) { return a / b; }
+// The explicitly rounded operations (CUDA Math API, "Single Precision Intrinsics"): IEEE
+// round-to-nearest, one rounding each; fmaf is the fused multiply-add with one rounding (the
+// emulation is built for baseline x86-64, which has no FMA instruction to contract into).
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 static inline int4 __ldcs(const int4* p) { return *p; }
 static inline void __stcs(int4* p, int4 v) { *p = v; }
 static inline float __ldcg(const float* p) { return *p; }
