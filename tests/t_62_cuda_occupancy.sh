@@ -11,6 +11,13 @@
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
 
+# The cuDNN attention's decisions without cuDNN or a GPU (tests/test_attention_cudnn_steps.c):
+# sampling and T < 64 take the flash kernels; a failure forced at each graph-building step
+# (ATTENTION_CUDNN_FAIL) falls back with one line. cuDNN's own calls run only on a GPU
+# (dev/gpu_check.sh). Under a second.
+if make -s build/test_attention_cudnn_steps >/dev/null 2>&1; then build/test_attention_cudnn_steps
+else echo "FAIL attention_cudnn_steps_build: make build/test_attention_cudnn_steps failed"; fi
+
 [ -x /usr/local/cuda/bin/nvcc ] && export PATH=/usr/local/cuda/bin:$PATH
 if ! command -v nvcc >/dev/null 2>&1; then
     if [ "${CI:-}" = "true" ]; then
