@@ -189,16 +189,21 @@ static void adamw_update_mixed(uint16_t* params, float* master, const float* gra
                                float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                                uint32_t seed, size_t index_base) {
     float bias1 = 1.0f - powf(beta1, (float)t), bias2 = 1.0f - powf(beta2, (float)t);
+    const float omb1 = 1.0f - beta1, omb2 = 1.0f - beta2;
+    // kernels/adamw.cuh's roundings one for one (its __fmaf_rn are these fmaf), so the host
+    // update equals the device's bit for bit whatever either compiler contracts.
     #pragma omp parallel for schedule(static) if (n > ADAMW_BLOCK)
     for (size_t i = 0; i < n; i++) {
         float g = grads[i] * grad_scale;
-        float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+        float mi = fmaf(beta1, m[i], omb1 * g);
+        float omb2_g = omb2 * g;
+        float vi = fmaf(beta2, v[i], omb2_g * g);
         m[i] = mi;
         v[i] = vi;
-        float mhat = mi / bias1, vhat = vi / bias2;
+        float denom = sqrtf(vi / bias2) + eps;
         float w = master[i];
-        w -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * w);
+        float update = fmaf(weight_decay, w, (mi / bias1) / denom);
+        w = fmaf(-lr, update, w);
         master[i] = w;
         params[i] = adamw_round_param_host(w, seed, index_base + i);
     }
