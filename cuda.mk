@@ -89,7 +89,7 @@ CUDNN_DEPS = $(if $(filter 1,$(USE_CUDNN)),$(CUDNN_OBJECT))
 # times, and the GPU machine has no network to fetch the headers again).
 $(CUDNN_FRONTEND_HEADER): | scripts/cudnn_frontend.sh
 	bash scripts/cudnn_frontend.sh $(CUDNN_FRONTEND_DIR)
-$(CUDNN_OBJECT): kernels/attention_cudnn.cpp kernels/attention_cudnn.h $(CUDNN_FRONTEND_HEADER)
+$(CUDNN_OBJECT): kernels/attention_cudnn.cpp kernels/attention_cudnn.h kernels/attention_cudnn_steps.h $(CUDNN_FRONTEND_HEADER)
 	@mkdir -p $(CUDA_BUILD)
 	$(CXX) -std=c++17 -O1 -Wall -Werror -I$(CUDA_HOME)/include $(if $(CUDNN_HOME),-I$(CUDNN_HOME)/include) \
 		-isystem $(CUDNN_FRONTEND_DIR)/include -c $< -o $@

@@ -6,6 +6,7 @@
 #                        build/emu/test_emu_ptx    ... of mma.sync, ldmatrix, cp.async (emu_ptx.h)
 #                        build/emu/test_cublaslt_emu the cuBLASLt model vs a double-precision GEMM
 #                        build/emu/test_kernels    dev/test_kernels.cu (every kernel vs its CPU twin)
+#                        build/emu/test_kernels_fma ... compiled contracting multiply-adds (-mfma; not in emu_binaries)
 #                        build/emu/test_quantize   dev/test_quantize.cu (ZeRO++ quantize kernels vs twin)
 #                        build/emu/test_gpt2cu_z<S> test_gpt2.cu at ZeRO stage S = 0..3
 #                        build/emu/train_gpt2cu_z<S> train_gpt2.cu at stage S, NCCL (dev/emu/nccl_emu.h:
@@ -55,6 +56,12 @@ $(EMU_BUILD)/test_cublaslt_emu: dev/emu/test_cublaslt_emu.cpp dev/emu/cublaslt_e
 
 $(EMU_BUILD)/test_kernels: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -x c++ $(EMU_SRC)/dev/test_kernels.cu -x none -o $@ $(EMU_LDLIBS)
+
+# test_kernels with fused multiply-adds contracted as nvcc contracts device code (-ffp-contract=fast
+# on an FMA-capable x86-64: -mfma); the CPU twins in the same program contract too, as the CPU
+# build's -march=native -ffp-contract=fast does. Only built where the CPU has FMA (t_65 asks).
+$(EMU_BUILD)/test_kernels_fma: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
+	$(CXX) $(EMU_CXXFLAGS) -mfma -ffp-contract=fast -x c++ $(EMU_SRC)/dev/test_kernels.cu -x none -o $@ $(EMU_LDLIBS)
 
 $(EMU_BUILD)/test_quantize: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -x c++ $(EMU_SRC)/dev/test_quantize.cu -x none -o $@ $(EMU_LDLIBS)

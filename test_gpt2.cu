@@ -137,10 +137,12 @@ int main(int argc, char** argv) {
     // Logits error relative to the largest logit: ~1% expected (header), 5% allowed.
     report("forward_logits_match_pytorch_bf16", logits_err <= 0.05 * logits_max,
            "max abs err %.3g, tolerance %.3g (5%% of max |logit|)", logits_err, 0.05 * logits_max);
-    // The loss (~6.9 = log V at init) averages the per-position logsumexp errors, which are ~1% of
-    // the O(0.1) logits: ~1e-3 expected, 2e-2 allowed (0.3% of the loss).
+    // The loss (~6.9 = log V at init) averages the per-position logsumexp errors, whose signs
+    // differ, so it errs far less than a logit. Measured in the emulation (t_65): 4.8e-5, and
+    // 7.1e-5 with the device's intrinsic errors and fp32 tensor-core accumulation
+    // (EMU_DEVICE_MATH=1); 1e-3 allowed (14x; was 2e-2, derived before it was measured).
     double loss_err = fabs(loss - ref.loss);
-    report("forward_loss_matches_pytorch_bf16", loss_err < 2e-2, "abs err %.3g, tolerance %.1g", loss_err, 2e-2);
+    report("forward_loss_matches_pytorch_bf16", loss_err < 1e-3, "abs err %.3g, tolerance %.1g", loss_err, 1e-3);
 
     // Backward: every tensor's gradient, in llm.c order via the tensor table.
     zero_step_begin(&model.zero, 1);
@@ -183,9 +185,11 @@ int main(int argc, char** argv) {
         if (!(le <= step_loss_err)) step_loss_err = le;
         if (!(ne <= step_norm_err)) step_norm_err = ne;
     }
-    // Losses: the forward bound above (2e-2) plus a drift of the trajectory, which the fp32 master
-    // weights keep small; 3e-2 allowed. Grad norms: the 1% gradient scale error; 5% allowed.
-    report("adamw_10_step_losses_match_pytorch_bf16", step_loss_err < 3e-2, "max abs err %.3g, tolerance %.1g", step_loss_err, 3e-2);
+    // Losses: the forward error above plus a drift of the trajectory, which the fp32 master
+    // weights keep small. Measured (t_65): 8.0e-4, 5.9e-4 with EMU_DEVICE_MATH=1; 1e-2 allowed
+    // (12x; was 3e-2, derived). Grad norms: the 1% gradient scale error; 5% allowed (measured
+    // 6.5e-3, 4.3e-3 with EMU_DEVICE_MATH=1).
+    report("adamw_10_step_losses_match_pytorch_bf16", step_loss_err < 1e-2, "max abs err %.3g, tolerance %.1g", step_loss_err, 1e-2);
     report("adamw_10_step_grad_norms_match_pytorch_bf16", step_norm_err < 5e-2, "max rel err %.3g, tolerance %.1g", step_norm_err, 5e-2);
 
     // Final fp32 master weights. Adam moves every weight by about lr per step whatever the size

@@ -1,7 +1,8 @@
 /*
  * cuda_utils.cuh: helpers shared by every CUDA translation unit of the GPU build.
  *   - CUDA_CHECK / CUBLAS_CHECK / NCCL_CHECK: print the failing call, file, line and the
- *     library's own error string, then exit(1) (STYLE.md "Errors").
+ *     library's own error string, then exit(1) (STYLE.md "Errors"); NCCL_CHECK first aborts the
+ *     communicators and every rank when the engine registered how (nccl_check_abort).
  *   - bf16 (`__nv_bfloat16`) storage type and 128-bit packs of 8 bf16 for vectorized loads.
  *   - stochastic rounding fp32 -> bf16 (used by AdamW when it writes the bf16 parameters).
  *   - block/warp reductions in fp32 with a fixed combination order (deterministic).
@@ -43,14 +44,31 @@ typedef __nv_bfloat16 bf16;
         }                                                                                             \
     } while (0)
 
+// On an NCCL error the other ranks are blocked in collectives this rank will never join: exiting
+// alone leaves them waiting out their timeout (-wt). The engine (zero/gpu/comm_gpu.cuh) sets
+// nccl_check_rank and nccl_check_abort, which aborts the communicators (ncclCommAbort: NCCL docs,
+// "Fault Tolerance") and every rank (MPI_Abort), so the peers end within seconds. Unset (tests
+// without the engine): the line names no rank and the process exits alone.
+static int nccl_check_rank = -1;
+static void (*nccl_check_abort)(void) = NULL;
+
+static void nccl_check_failed(const char* call, const char* file, int line, const char* what) {
+    if (nccl_check_rank >= 0)
+        fprintf(stderr, "error: rank %d: NCCL call %s failed at %s:%d: %s; aborting the communicators and all ranks\n",
+                nccl_check_rank, call, file, line, what);
+    else
+        fprintf(stderr, "error: NCCL call %s failed at %s:%d: %s\n", call, file, line, what);
+    void (*abort_all)(void) = nccl_check_abort;
+    nccl_check_abort = NULL; // once: the abort's own NCCL calls must not come back here
+    if (abort_all != NULL) abort_all();
+    exit(1);
+}
+
 #define NCCL_CHECK(call)                                                                            \
     do {                                                                                            \
         ncclResult_t nccl_check_result_ = (call);                                                   \
-        if (nccl_check_result_ != ncclSuccess) {                                                    \
-            fprintf(stderr, "error: NCCL call %s failed at %s:%d: %s\n", #call, __FILE__, __LINE__, \
-                    ncclGetErrorString(nccl_check_result_));                                        \
-            exit(1);                                                                                \
-        }                                                                                           \
+        if (nccl_check_result_ != ncclSuccess)                                                      \
+            nccl_check_failed(#call, __FILE__, __LINE__, ncclGetErrorString(nccl_check_result_));   \
     } while (0)
 
 // Launch-error check after a kernel launch (configuration errors surface here, not later).

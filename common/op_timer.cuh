@@ -6,7 +6,8 @@
  * How: op_timer_mark(t, family) records an event now; the time from one mark to the next on the
  * compute stream belongs to the family of the first (so every interval of a profiled step lands
  * in exactly one row, and the rows add up to the step's device time). The marks of a step are
- * read once its results are back (the trainer's finish_step), so the host never waits for them.
+ * read once its results are back (the trainer's finish_step); the host then waits for the last
+ * mark only (recorded just after the step's done event), never for the next step's work.
  * Kernels that overlap on other streams (the comm stream's collectives and fp32 gradient
  * additions, the copy stream's inputs) are not in any row; the compute stream's waits for them
  * are, in the row of the op that waited (mostly "engine"), and the exposed communication they
@@ -97,10 +98,15 @@ static void op_timer_step_end(OpTimer* t) {
     t->on = 0;
 }
 
-// After the step's results are back (its events have fired): add its intervals.
+// After the step's results are back: add its intervals. The host waited for the step's done
+// event, but the last mark is recorded after it (op_timer_step_end follows the optimizer's
+// enqueue), so on a GPU it may still be pending and cudaEventElapsedTime would answer
+// cudaErrorNotReady: the host waits for the last mark first (it follows done at once, so this
+// costs nothing), and every earlier mark on the same stream is then complete too.
 static void op_timer_step_read(OpTimer* t, int step, double step_seconds, double comm_wait_s) {
     int k = step & 1;
     if (!op_timer_times_step(t, step) || t->count[k] == 0) return;
+    CUDA_CHECK(cudaEventSynchronize(t->events[k][t->count[k] - 1]));
     for (int i = 0; i + 1 < t->count[k]; i++) {
         float ms = 0.0f;
         CUDA_CHECK(cudaEventElapsedTime(&ms, t->events[k][i], t->events[k][i + 1]));

@@ -14,8 +14,8 @@
  * over OpenMP threads that each take contiguous blocks. One pass over memory: every element's
  * p, g, m, v is read once and p, m, v written once, 28 bytes per parameter, so the update runs at
  * the machine's memory bandwidth (dev/bench/adamw_bench.sh measures it against a triad kernel).
- * The vector and scalar paths can differ by the rounding of fused multiply-adds the compiler
- * forms in the scalar loop (-ffp-contract=fast): a few ulps (tests/test_adamw.c measures it).
+ * The scalar path spells its fused multiply-adds out (fmaf) as the vector paths do, so all paths
+ * (and the GPU kernel, kernels/adamw.cuh) round identically whatever the compiler contracts.
  * Every engine (and every placement of the optimizer state) calls the same adamw_update, so their
  * trajectories stay bit-identical to each other.
  */
@@ -45,15 +45,22 @@ static inline AdamWStep adamw_step_constants(float lr, float beta1, float beta2,
     return s;
 }
 
-// One element, the reference arithmetic (also the vector paths' tail).
+// One element, the reference arithmetic (also the vector paths' tail). The fused multiply-adds
+// are explicit (fmaf: one rounding) and are exactly those of the vector paths and of the GPU
+// kernel (kernels/adamw.cuh, __fmaf_rn), every other product and sum rounded on its own, so the
+// result does not depend on what the compiler contracts (-ffp-contract) or on the path.
 static inline void adamw_element(float* p, const float* g_in, float* m, float* v, const AdamWStep* s) {
     float g = *g_in * s->grad_scale;
-    float mi = s->beta1 * *m + s->one_minus_beta1 * g;
-    float vi = s->beta2 * *v + s->one_minus_beta2 * g * g;
+    float mi = fmaf(s->beta1, *m, s->one_minus_beta1 * g);
+    float omb2_g = s->one_minus_beta2 * g;
+    float vi = fmaf(s->beta2, *v, omb2_g * g);
     *m = mi;
     *v = vi;
-    float mhat = mi / s->bias1, vhat = vi / s->bias2;
-    *p -= s->lr * (mhat / (sqrtf(vhat) + s->eps) + s->weight_decay * *p);
+    float vhat = vi / s->bias2;
+    float denom = sqrtf(vhat) + s->eps;
+    float mhat = mi / s->bias1;
+    float update = fmaf(s->weight_decay, *p, mhat / denom);
+    *p = fmaf(-s->lr, update, *p);
 }
 
 static void adamw_update_scalar(float* params, const float* grads, float* m, float* v, size_t n, float lr,
@@ -182,16 +189,21 @@ static void adamw_update_mixed(uint16_t* params, float* master, const float* gra
                                float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t,
                                uint32_t seed, size_t index_base) {
     float bias1 = 1.0f - powf(beta1, (float)t), bias2 = 1.0f - powf(beta2, (float)t);
+    const float omb1 = 1.0f - beta1, omb2 = 1.0f - beta2;
+    // kernels/adamw.cuh's roundings one for one (its __fmaf_rn are these fmaf), so the host
+    // update equals the device's bit for bit whatever either compiler contracts.
     #pragma omp parallel for schedule(static) if (n > ADAMW_BLOCK)
     for (size_t i = 0; i < n; i++) {
         float g = grads[i] * grad_scale;
-        float mi = beta1 * m[i] + (1.0f - beta1) * g;
-        float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+        float mi = fmaf(beta1, m[i], omb1 * g);
+        float omb2_g = omb2 * g;
+        float vi = fmaf(beta2, v[i], omb2_g * g);
         m[i] = mi;
         v[i] = vi;
-        float mhat = mi / bias1, vhat = vi / bias2;
+        float denom = sqrtf(vi / bias2) + eps;
         float w = master[i];
-        w -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * w);
+        float update = fmaf(weight_decay, w, (mi / bias1) / denom);
+        w = fmaf(-lr, update, w);
         master[i] = w;
         params[i] = adamw_round_param_host(w, seed, index_base + i);
     }

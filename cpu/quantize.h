@@ -74,7 +74,9 @@ static void quantize_blocks(uint8_t* codes, float* scales, const float* x, size_
 
 /*
  * Dequantize: out[i] = q_i * s_b (n floats) from codes and scales as quantize_blocks wrote them.
- * accumulate = 1 adds into out instead (qgZ's dequantize-and-reduce: out += q s).
+ * accumulate = 1 adds into out instead (qgZ's dequantize-and-reduce: out += q s) as one fused
+ * multiply-add (fmaf, one rounding), as the GPU kernel does (kernels/quantize.cuh, __fmaf_rn):
+ * the same bits whatever the compiler contracts and whether the CPU has FMA instructions.
  */
 static void dequantize_blocks(float* out, const uint8_t* codes, const float* scales, size_t n, int bits, int block,
                               int accumulate) {
@@ -87,7 +89,7 @@ static void dequantize_blocks(float* out, const uint8_t* codes, const float* sca
             const int8_t* q = (const int8_t*)codes;
             if (accumulate) {
                 #pragma omp simd
-                for (size_t i = lo; i < hi; i++) out[i] += (float)q[i] * s;
+                for (size_t i = lo; i < hi; i++) out[i] = fmaf((float)q[i], s, out[i]);
             } else {
                 #pragma omp simd
                 for (size_t i = lo; i < hi; i++) out[i] = (float)q[i] * s;
@@ -96,8 +98,8 @@ static void dequantize_blocks(float* out, const uint8_t* codes, const float* sca
             #pragma omp simd
             for (size_t i = lo; i < hi; i++) {
                 unsigned byte = codes[i / 2];
-                float d = (float)quant_nibble_value(i % 2 == 0 ? byte : byte >> 4) * s;
-                out[i] = accumulate ? out[i] + d : d;
+                float q = (float)quant_nibble_value(i % 2 == 0 ? byte : byte >> 4);
+                out[i] = accumulate ? fmaf(q, s, out[i]) : q * s;
             }
         }
     }

@@ -55,15 +55,22 @@ __global__ void __launch_bounds__(512) adamw_kernel(bf16* params, float* master,
     bf16* p = params + s.params;
     float *w = master + s.master, *mm = m + s.master, *vv = v + s.master;
     const float* g = grads + s.grads;
+    // Every rounding spelled out (CUDA C++ Programming Guide, "Intrinsic Functions": __fmul_rn,
+    // __fadd_rn, __fmaf_rn are never merged by the compiler), in the order and with the fused
+    // multiply-adds of the CPU twin (cpu/adamw.h: adamw_element and its vector paths, fmaf), so
+    // device and host updates are bit-identical by construction, not by how nvcc contracts
+    // a*b + c (by default into fma.rn.f32 where it likes). tests/t_62 checks the PTX for it.
+    const float omb1 = __fadd_rn(1.0f, -beta1), omb2 = __fadd_rn(1.0f, -beta2);
     for (size_t i = first + threadIdx.x; i < last; i += blockDim.x) {
-        float gi = g[i] * scale;
-        float mi = beta1 * mm[i] + (1.0f - beta1) * gi;
-        float vi = beta2 * vv[i] + (1.0f - beta2) * gi * gi;
+        float gi = __fmul_rn(g[i], scale);
+        float mi = __fmaf_rn(beta1, mm[i], __fmul_rn(omb1, gi));
+        float vi = __fmaf_rn(beta2, vv[i], __fmul_rn(__fmul_rn(omb2, gi), gi));
         mm[i] = mi;
         vv[i] = vi;
-        float mhat = mi / bias1, vhat = vi / bias2;
+        float denom = __fadd_rn(__fsqrt_rn(__fdiv_rn(vi, bias2)), eps);
         float wi = w[i];
-        wi -= lr * (mhat / (sqrtf(vhat) + eps) + decay * wi);
+        float update = __fmaf_rn(decay, wi, __fdiv_rn(__fdiv_rn(mi, bias1), denom));
+        wi = __fmaf_rn(-lr, update, wi);
         w[i] = wi;
         p[i] = adamw_round_param(wi, seed, s.index + i);
     }

@@ -505,37 +505,31 @@ static inline void attention_backward_flash_cuda(bf16* dqkv, float* scratch, con
 #define ATTENTION_IMPLEMENTATION "flash"
 #endif
 
-// What the trainer calls: cuDNN's SDPA when built with USE_CUDNN=1, else the own kernels.
+// What the trainer calls: cuDNN's SDPA when built with USE_CUDNN=1 (for B > 1, T >= 64 and a graph
+// cuDNN could build), else the own kernels.
 static inline void attention_forward_cuda(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH,
                                           cudaStream_t stream) {
 #ifdef USE_CUDNN
     attention_check_head_size(C, NH);
-    attention_forward_cudnn(out, lse, qkv, B, T, C, NH, stream);
-#else
-    attention_forward_flash_cuda(out, lse, qkv, B, T, C, NH, stream);
+    if (attention_forward_cudnn(out, lse, qkv, B, T, C, NH, stream)) return;
 #endif
+    attention_forward_flash_cuda(out, lse, qkv, B, T, C, NH, stream); // also cuDNN's fallback
 }
 
-// Scratch attention_backward_cuda needs, in floats (cuDNN: none; it keeps its own workspace).
+// Scratch attention_backward_cuda needs, in floats: the flash backward's, also with cuDNN (which
+// keeps its own workspace) since any shape may fall back to the flash kernels.
 static inline size_t attention_scratch_floats(int B, int T, int C, int NH) {
-#ifdef USE_CUDNN
-    (void)B; (void)T; (void)C; (void)NH;
-    return 0;
-#else
     return attention_backward_scratch_floats(B, T, C, NH);
-#endif
 }
 
 static inline void attention_backward_cuda(bf16* dqkv, float* scratch, const bf16* dout, const bf16* qkv,
                                            const bf16* out, const float* lse, int B, int T, int C, int NH,
                                            cudaStream_t stream) {
 #ifdef USE_CUDNN
-    (void)scratch;
     attention_check_head_size(C, NH);
-    attention_backward_cudnn(dqkv, dout, qkv, out, lse, B, T, C, NH, stream);
-#else
-    attention_backward_flash_cuda(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream);
+    if (attention_backward_cudnn(dqkv, dout, qkv, out, lse, B, T, C, NH, stream)) return;
 #endif
+    attention_backward_flash_cuda(dqkv, scratch, dout, qkv, out, lse, B, T, C, NH, stream); // also cuDNN's fallback
 }
 
 #endif // KERNELS_ATTENTION_CUH

@@ -9,6 +9,9 @@
  * (scripts/cudnn_frontend.sh), library libcudnn 9.
  * The backward asks for cuDNN's deterministic algorithm (the project's runs are bit-reproducible);
  * where this cuDNN has none for the shape, it says so once on stderr and takes the default.
+ * Every graph-building step may fail (kernels/attention_cudnn_steps.h: validate ... workspace);
+ * then one line on stderr and the shape runs the project's flash kernels (the functions return
+ * 0 and kernels/attention.cuh calls those). Sampling (B = 1) and T < 64 never use cuDNN.
  * One graph per (B, T, NH, HS) and direction, built on first use and cached; one workspace
  * buffer, grown on demand (cudaMalloc, its size printed when it grows).
  */
@@ -23,6 +26,7 @@
 #include <cudnn_frontend.h>
 
 #include "attention_cudnn.h"
+#include "attention_cudnn_steps.h"
 
 typedef __nv_bfloat16 bf16;
 
@@ -73,16 +77,22 @@ static cudnnHandle_t attention_cudnn_handle(void) {
 }
 
 // A device workspace of at least `bytes` (one buffer for every graph; calls are stream-ordered).
+// NULL when it cannot grow to that (the graph-building step "workspace" then fails: fallback).
 static void* attention_cudnn_workspace(int64_t bytes) {
     static void* workspace = NULL;
     static int64_t capacity = 0;
     if (bytes > capacity) {
+        void* grown = NULL;
+        if (cudaMalloc(&grown, (size_t)bytes) != cudaSuccess) {
+            cudaGetLastError(); // clear the failed allocation's error
+            return NULL;
+        }
         if (workspace != NULL) CUDA_CHECK(cudaFree(workspace));
-        CUDA_CHECK(cudaMalloc(&workspace, (size_t)bytes));
+        workspace = grown;
         capacity = bytes;
         fprintf(stderr, "attention (cuDNN): workspace %.1f MiB\n", (double)bytes / (1 << 20));
     }
-    return workspace;
+    return bytes > 0 ? workspace : NULL;
 }
 
 static std::shared_ptr<cudnn_fe::graph::Tensor_attributes> attention_cudnn_tensor(AttentionCudnnGraph& graph,
@@ -92,20 +102,38 @@ static std::shared_ptr<cudnn_fe::graph::Tensor_attributes> attention_cudnn_tenso
     return graph->tensor(cudnn_fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(strides));
 }
 
-// Builds the plans of a validated graph; false if cuDNN supports none (only when may_fail).
-static bool attention_cudnn_build(AttentionCudnnGraph& graph, bool may_fail) {
+// One graph-building step (kernels/attention_cudnn_steps.h's order) on the graph in ctx.
+static int attention_cudnn_step(void* ctx, int step, char* why, size_t cap) {
+    cudnn_fe::graph::Graph* graph = (cudnn_fe::graph::Graph*)ctx;
     cudnnHandle_t handle = attention_cudnn_handle();
-    CUDNN_FE_CHECK(graph->validate());
-    CUDNN_FE_CHECK(graph->build_operation_graph(handle));
-    CUDNN_FE_CHECK(graph->create_execution_plans({cudnn_fe::HeurMode_t::A}));
-    cudnn_fe::error_t support = graph->check_support(handle);
-    if (support.is_bad()) {
-        if (may_fail) return false;
-        fprintf(stderr, "error: attention (cuDNN): no supported plan: %s\n", support.get_message().c_str());
-        exit(1);
+    cudnn_fe::error_t e;
+    switch (step) {
+    case ATTENTION_CUDNN_VALIDATE: e = graph->validate(); break;
+    case ATTENTION_CUDNN_BUILD_OPERATION_GRAPH: e = graph->build_operation_graph(handle); break;
+    case ATTENTION_CUDNN_CREATE_EXECUTION_PLANS: e = graph->create_execution_plans({cudnn_fe::HeurMode_t::A}); break;
+    case ATTENTION_CUDNN_CHECK_SUPPORT: e = graph->check_support(handle); break;
+    case ATTENTION_CUDNN_BUILD_PLANS: e = graph->build_plans(handle); break;
+    case ATTENTION_CUDNN_WORKSPACE: {
+        int64_t bytes = 0;
+        e = graph->get_workspace_size(bytes);
+        if (e.is_good() && bytes > 0 && attention_cudnn_workspace(bytes) == NULL) {
+            snprintf(why, cap, "cudaMalloc of a %.1f MiB workspace failed", (double)bytes / (1 << 20));
+            return 1;
+        }
+        break;
     }
-    CUDNN_FE_CHECK(graph->build_plans(handle));
-    return true;
+    default: snprintf(why, cap, "unknown step %d", step); return 1;
+    }
+    if (e.is_good()) return 0;
+    snprintf(why, cap, "%s", e.get_message().c_str());
+    return 1;
+}
+
+// Builds the graph's plans and its workspace; false (with the failing step and cuDNN's reason
+// in *step, why) if any step fails.
+static bool attention_cudnn_build(AttentionCudnnGraph& graph, int* step, char* why, size_t cap) {
+    *step = attention_cudnn_run_steps(attention_cudnn_step, graph.get(), why, cap);
+    return *step < 0;
 }
 
 static AttentionCudnnGraph attention_cudnn_forward_graph(int B, int T, int NH, int HS) {
@@ -132,7 +160,13 @@ static AttentionCudnnGraph attention_cudnn_forward_graph(int B, int T, int NH, i
     outputs[0]->set_output(true).set_uid(ATTENTION_UID_O).set_dim(dims).set_stride(out_strides);
     outputs[1]->set_output(true).set_uid(ATTENTION_UID_STATS).set_data_type(cudnn_fe::DataType_t::FLOAT)
         .set_dim({B, NH, T, 1}).set_stride({(int64_t)NH * T, T, 1, 1});
-    attention_cudnn_build(graph, false);
+    int step;
+    char why[512], what[96];
+    if (!attention_cudnn_build(graph, &step, why, sizeof(why))) {
+        snprintf(what, sizeof(what), "forward B %d T %d NH %d HS %d", B, T, NH, HS);
+        attention_cudnn_report_fallback(stderr, what, step, why);
+        graph = nullptr; // this shape runs the project's kernels from now on
+    }
     cache[key] = graph;
     return graph;
 }
@@ -167,9 +201,17 @@ static AttentionCudnnGraph attention_cudnn_backward_graph(int B, int T, int NH, 
         grads[0]->set_output(true).set_uid(ATTENTION_UID_DQ).set_dim(dims).set_stride(qkv_strides);
         grads[1]->set_output(true).set_uid(ATTENTION_UID_DK).set_dim(dims).set_stride(qkv_strides);
         grads[2]->set_output(true).set_uid(ATTENTION_UID_DV).set_dim(dims).set_stride(qkv_strides);
-        if (attention_cudnn_build(graph, deterministic == 1)) break;
-        fprintf(stderr, "attention (cuDNN): no deterministic backward for B %d T %d NH %d HS %d; using the default "
-                "(not bit-reproducible)\n", B, T, NH, HS);
+        int step;
+        char why[512], what[96];
+        if (attention_cudnn_build(graph, &step, why, sizeof(why))) break;
+        if (deterministic == 1) {
+            fprintf(stderr, "attention (cuDNN): no deterministic backward for B %d T %d NH %d HS %d (%s failed: %s); "
+                    "trying the default (not bit-reproducible)\n", B, T, NH, HS, attention_cudnn_step_names[step], why);
+        } else {
+            snprintf(what, sizeof(what), "backward B %d T %d NH %d HS %d", B, T, NH, HS);
+            attention_cudnn_report_fallback(stderr, what, step, why);
+            graph = nullptr;
+        }
     }
     cache[key] = graph;
     return graph;
@@ -184,21 +226,27 @@ static void attention_cudnn_execute(const AttentionCudnnGraph& graph, std::unord
     CUDNN_FE_CHECK(graph->execute(handle, pack, attention_cudnn_workspace(bytes)));
 }
 
-void attention_forward_cudnn(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
+int attention_forward_cudnn(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
+    if (!attention_cudnn_shape_wanted(B, T)) return 0;
     AttentionCudnnGraph graph = attention_cudnn_forward_graph(B, T, NH, C / NH);
+    if (graph == nullptr) return 0;
     bf16* q = (bf16*)qkv; // cuDNN's variant pack takes void*; it only reads q, k, v
     std::unordered_map<int64_t, void*> pack = {{ATTENTION_UID_Q, q}, {ATTENTION_UID_K, q + C}, {ATTENTION_UID_V, q + 2 * C},
                                                {ATTENTION_UID_O, out}, {ATTENTION_UID_STATS, lse}};
     attention_cudnn_execute(graph, pack, stream);
+    return 1;
 }
 
-void attention_backward_cudnn(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
-                              int T, int C, int NH, cudaStream_t stream) {
+int attention_backward_cudnn(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
+                             int T, int C, int NH, cudaStream_t stream) {
+    if (!attention_cudnn_shape_wanted(B, T)) return 0;
     AttentionCudnnGraph graph = attention_cudnn_backward_graph(B, T, NH, C / NH);
+    if (graph == nullptr) return 0;
     bf16* q = (bf16*)qkv;
     std::unordered_map<int64_t, void*> pack = {
         {ATTENTION_UID_Q, q}, {ATTENTION_UID_K, q + C}, {ATTENTION_UID_V, q + 2 * C}, {ATTENTION_UID_O, (void*)out},
         {ATTENTION_UID_DO, (void*)dout}, {ATTENTION_UID_STATS, (void*)lse}, {ATTENTION_UID_DQ, dqkv},
         {ATTENTION_UID_DK, dqkv + C}, {ATTENTION_UID_DV, dqkv + 2 * C}};
     attention_cudnn_execute(graph, pack, stream);
+    return 1;
 }

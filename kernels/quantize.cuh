@@ -7,8 +7,9 @@
  *             from x (n, fp32: the master weights or fp32 gradients).
  * dequantize: out (n, fp32 or bf16) = q * s; the fp32 form can add into out (qgZ's reduce).
  * Same arithmetic as the twin (one division for the scale, one product x * inv rounded by
- * rintf, one product q * s), so codes, scales and the non-accumulating fp32 output are
- * bit-identical to it; bf16 output is that fp32 value rounded to nearest.
+ * rintf, one product q * s, one fused multiply-add out + q * s when accumulating), so codes,
+ * scales and the fp32 output are bit-identical to it; bf16 output is that fp32 value rounded to
+ * nearest.
  * One warp per quantization block: the lanes stride over its elements (int4: over element
  * pairs, one output byte each), absmax is a warp max-reduction, lane 0 writes the scale.
  */
@@ -54,8 +55,15 @@ __device__ __forceinline__ float quant_decode(const uint8_t* codes, size_t i, in
     return (float)((int)(nibble ^ 8u) - 8);
 }
 
-__device__ __forceinline__ void quant_store(float* out, size_t i, float d, int accumulate) { out[i] = accumulate ? out[i] + d : d; }
-__device__ __forceinline__ void quant_store(bf16* out, size_t i, float d, int accumulate) { out[i] = __float2bfloat16(d); }
+// The roundings are explicit (__fmul_rn, __fmaf_rn: never contracted or split by nvcc), as the
+// CPU twin's (fmaf), so the accumulated fp32 output is bit-identical to it by construction: the
+// accumulate is one fused multiply-add out + q s, the plain output the rounded product q s.
+__device__ __forceinline__ void quant_store(float* out, size_t i, float q, float s, int accumulate) {
+    out[i] = accumulate ? __fmaf_rn(q, s, out[i]) : __fmul_rn(q, s);
+}
+__device__ __forceinline__ void quant_store(bf16* out, size_t i, float q, float s, int accumulate) {
+    out[i] = __float2bfloat16(__fmul_rn(q, s));
+}
 
 // One thread per element: out[i] (=, or += with accumulate, fp32 only) q_i * s_b.
 template <typename T>
@@ -63,7 +71,7 @@ __global__ void dequantize_blocks_kernel(T* out, const uint8_t* codes, const flo
                                          int accumulate) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    quant_store(out, i, quant_decode(codes, i, bits) * scales[i / (size_t)block], accumulate);
+    quant_store(out, i, quant_decode(codes, i, bits), scales[i / (size_t)block], accumulate);
 }
 
 // ----------------------------------------------------------------------------------------------

@@ -67,6 +67,21 @@ for seed in 1 2; do run_tests emu_kernels_seed$seed "emu_seed${seed}_" env EMU_S
 run_tests emu_kernels_unfused "emu_unfused_" env EMU_CUBLASLT_NO_FUSED=1 build/emu/test_kernels
 for stage in 0 1 2 3; do run_tests emu_test_gpt2cu_z$stage "emu_z${stage}_" build/emu/test_gpt2cu_z$stage; done
 unset EMU_LAUNCH_LOG
+# Closer to the device (dev/emu/emu.h EMU_DEVICE_MATH=1): __expf, __logf, __fdividef and rsqrtf
+# err by up to the CUDA Programming Guide's maximum errors, tensor-core products accumulate in
+# fp32; and test_kernels_fma contracts multiply-adds as nvcc does (-mfma -ffp-contract=fast; the
+# bit-identity checks hold because those kernels spell their roundings out). The tolerances are
+# the same: they hold what the device errs (measured: test_kernels' lse error 1.4e-6 against
+# 9.5e-7 exact, within its 1e-4).
+run_tests emu_kernels_device_math "emu_device_math_" env EMU_DEVICE_MATH=1 build/emu/test_kernels
+run_tests emu_test_gpt2cu_z0_device_math "emu_device_math_z0_" env EMU_DEVICE_MATH=1 build/emu/test_gpt2cu_z0
+if grep -qw fma /proc/cpuinfo; then
+    if make -s build/emu/test_kernels_fma >"$log" 2>&1; then
+        run_tests emu_kernels_fma "emu_fma_" env EMU_DEVICE_MATH=1 build/emu/test_kernels_fma
+    else echo "FAIL emu_kernels_fma_build: $(grep -m3 -E 'error' "$log" | tr '\n' ' ')"; fi
+else
+    echo "SKIP emu_kernels_fma: this CPU has no FMA instructions"
+fi
 # dev/ptxas_occupancy.py's launch table (threads, dynamic shared memory at d12, behind t_62's
 # occupancy figures) against what the launchers really asked for in the runs above.
 run_tests emu_launch_table "emu_" python3 dev/ptxas_occupancy.py --check-launches "$ET/launches.txt"
@@ -76,8 +91,8 @@ python3 tests/markov_shards.py "$ET" 1000 20000 4000 7
 export OMP_NUM_THREADS=1
 # Each rank "has" its own GPU, as NCCL requires (EMU_DEVICE_COUNT; dev/emu/emu_runtime.h).
 export EMU_DEVICE_COUNT=2
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT -x EMU_LAZY)
-export EMU_LAZY=0
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT -x EMU_LAZY -x EMU_NCCL_FAIL)
+export EMU_LAZY=0 EMU_NCCL_FAIL= # empty: no injected NCCL error (dev/emu/nccl_emu.h)
 # erun N BINARY DIR ARGS: an emulated trainer on N ranks, global batch 8 sequences of T 32,
 # 6 steps (-x), val every 3 (-v), checkpoint every 6 unless ARGS say otherwise (-n).
 erun() {
@@ -95,8 +110,10 @@ erun() {
 TOL=2e-3
 # The reference run also times steps 3-4 op family by op family (-ot 2): the per-kernel table's
 # FLOPs and bytes (common/op_costs.h) must equal dev/op_table.py's, computed op by op on its own
-# (its times mean nothing here).
-if erun 1 train_gpt2cu_z0 "$ET/ref" -ot 2; then
+# (its times mean nothing here). EMU_STRICT_EVENTS=1: an event the host has not seen complete
+# answers cudaErrorNotReady to cudaEventElapsedTime, as on a GPU, so the op timer reading a mark
+# it did not wait for (recorded after the step's done event) ends the run.
+if EMU_STRICT_EVENTS=1 erun 1 train_gpt2cu_z0 "$ET/ref" -ot 2; then
     check emu_op_table_costs_match_dev_op_table python3 dev/op_table.py --L 2 --C 64 --NH 4 --Vp 1024 --maxT 64 --B 8 --T 32 \
         --check-log "$ET/ref.out"
     # NCCL (the default build; collectives through dev/emu/nccl_emu.h) at every stage, and the
@@ -123,6 +140,26 @@ if erun 1 train_gpt2cu_z0 "$ET/ref" -ot 2; then
     done
 else
     echo "FAIL emu_train_gpt2cu_z0_np1_runs: $(grep -v -i tokenizer "$ET/ref.out" | tail -3 | tr '\n' ' ')"
+fi
+
+# An NCCL error on one rank (EMU_NCCL_FAIL=1:3: rank 1's third collective fails, dev/emu/nccl_emu.h)
+# while its peer waits in the matching collective: the failing rank prints one line naming itself,
+# aborts the communicators and every rank, and the job ends within seconds. mpirun is told not to
+# end the job when a rank exits non-zero (orte_abort_on_non_zero_status 0, Open MPI 4), as a
+# launcher need not: a rank that only exits leaves its peer waiting (measured: still running
+# after 120 s with -wt 40), the abort ends both in 2-3 s; 60 s allows for the emulation's
+# slowness under load.
+name=emu_train_gpt2cu_z1_np2_nccl_error
+start=$SECONDS
+EMU_NCCL_FAIL=1:3 timeout 120 "${MPIRUN[@]}" --mca orte_abort_on_non_zero_status 0 -np 2 build/emu/train_gpt2cu_z1 \
+    -e dev/reference/gpt2_ref_model.bin -t 32 -b 4 -n 6 -l 1e-3 -x 6 -v 3 -m 2 -s 0 -wt 40 -i "$ET/train.bin" \
+    -j "$ET/val.bin" -o "$ET/ncclerr" >"$ET/ncclerr.out" 2>&1; rc=$?
+took=$((SECONDS - start))
+lines=$(grep -c "^error: rank 1: NCCL call .*aborting the communicators and all ranks" "$ET/ncclerr.out")
+if [ "$rc" -ne 0 ] && [ "$lines" -eq 1 ] && [ "$took" -lt 60 ]; then
+    echo "PASS ${name}_ends_all_ranks_at_once: exit $rc after ${took} s, one line naming rank 1"
+else
+    echo "FAIL ${name}_ends_all_ranks_at_once: exit $rc after ${took} s, $lines lines 'error: rank 1: NCCL call ... aborting'; wanted non-zero, 1, under 60 s: $(grep -E 'error|emu:' "$ET/ncclerr.out" | head -3 | tr '\n' ' ')"
 fi
 
 # One GPU without MPI (zero/cluster/mpi_single.h, make NO_USE_MPI=1): the same 6 steps as the MPI/NCCL

@@ -7,11 +7,10 @@
 #     -zo nvme -zp nvme (stage 3) against the in-memory run of the same stage: the same logged
 #     losses, grad norms and noise-scale fields, and a byte-identical model file (but for the run
 #     id in its header: cmp_run_files). The host AdamW
-#     (cpu/adamw.h adamw_update_mixed) does the device kernel's operations in its order and
-#     draws the same stochastic-rounding bits; under the emulation both are compiled by g++ for
-#     x86-64 (no FMA), so they agree exactly (measured: identical). On a GPU, nvcc may fuse
-#     multiply-adds the host does not: there the comparison would need a tolerance (gpu_check.sh
-#     prints the difference)
+#     (cpu/adamw.h adamw_update_mixed) does the device kernel's roundings one for one (the same
+#     explicit fused multiply-adds: fmaf and __fmaf_rn, nothing left to contraction; t_62 checks
+#     the kernel's PTX) and draws the same stochastic-rounding bits, so they agree exactly here
+#     and on a GPU (gpu_check.sh section 9 fails on any loss difference)
 #   - the bytes copied host<->device each step equal the formula: the fp32 gradient shard down
 #     (4Ψ/N), the bf16 parameter shard up (2Ψ/N; with -zp before every all-gather, (4AΨ + 2AE)/N)
 #   - a checkpoint saved under -zo cpu resumes in memory onto the straight run, byte for byte
@@ -32,8 +31,11 @@ ET=$(mktemp -d /tmp/t67_offload_gpu.XXXXXX)
 trap 'rm -rf "$ET"' EXIT
 mkdir -p "$ET/nvme"
 python3 tests/markov_shards.py "$ET" 1000 20000 4000 7
-export OMP_NUM_THREADS=1 EMU_DEVICE_COUNT=2 EMU_LAZY=1
-MPIRUN=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT -x EMU_LAZY)
+# EMU_DEVICE_MATH=1 (dev/emu/emu.h): intrinsics with the device's documented errors and fp32
+# tensor-core accumulation, as on a GPU; the offloaded and in-memory runs must still agree exactly
+# (the optimizer's arithmetic does not depend on where it runs).
+export OMP_NUM_THREADS=1 EMU_DEVICE_COUNT=2 EMU_LAZY=1 EMU_DEVICE_MATH=1
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x EMU_DEVICE_COUNT -x EMU_LAZY -x EMU_DEVICE_MATH)
 # 2 ranks of the reference model, global batch 4 x T 32, 2 steps (the second uses the first's
 # host AdamW update), val and checkpoint at 2: each emulated step costs seconds.
 erun() {

@@ -23,7 +23,8 @@
  *   (overwritten), never accumulated, as the docs say ("store ... in the bias buffer").
  * Dtypes: A, B, C, D, bias, aux bf16 (CUDA_R_16BF); CUBLAS_COMPUTE_32F with scale type
  *   CUDA_R_32F, so alpha and beta are host floats (pointer mode HOST, the default).
- * Numerics: each output is a dot product accumulated in double, scaled and offset in double,
+ * Numerics: each output is a dot product accumulated in double (in fp32 with EMU_DEVICE_MATH=1),
+ *   scaled and offset in double,
  *   and rounded once to bf16 with round-to-nearest-even (__double2bfloat16; its host path is a
  *   single correct rounding). The GPU accumulates in fp32 in a kernel-dependent order, which can
  *   move a result that sits near a bf16 rounding boundary by one bf16 ulp.
@@ -63,8 +64,16 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <vector>
+
+// EMU_DEVICE_MATH=1 (as dev/emu/emu.h reads it): each dot product accumulates in fp32, as the
+// tensor cores do, in k order (one rounding per product added), instead of in double.
+static bool cublaslt_emu_fp32_accumulate(void) {
+    const char* e = getenv("EMU_DEVICE_MATH");
+    return e != NULL && atoi(e) != 0;
+}
 
 // Handle types are opaque pointers in <cublasLt.h>; the emulation owns what they point at.
 struct cublasLtContext { uint32_t magic; };
@@ -441,13 +450,20 @@ cublasStatus_t CUBLASWINAPI cublasLtMatmul(cublasLtHandle_t lightHandle, cublasL
     for (int64_t j = 0; j < n; j++)
         for (int64_t l = 0; l < k; l++) pb[j * k + l] = __bfloat162float(b[tb ? j + l * lB->ld : l + j * lB->ld]);
     std::vector<double> dvalue(dgelu_bgrad ? (size_t)(m * n) : 0); // D before rounding, for DGELU_BGRAD
+    const bool fp32_accumulate = cublaslt_emu_fp32_accumulate();
 #ifdef _OPENMP
 #pragma omp parallel for
 #endif
     for (int64_t j = 0; j < n; j++) {
         for (int64_t i = 0; i < m; i++) {
             double acc = 0.0;
-            for (int64_t l = 0; l < k; l++) acc += (double)pa[i * k + l] * (double)pb[j * k + l];
+            if (fp32_accumulate) { // EMU_DEVICE_MATH=1: the tensor cores' fp32 accumulator
+                float acc_f = 0.0f;
+                for (int64_t l = 0; l < k; l++) acc_f += pa[i * k + l] * pb[j * k + l];
+                acc = acc_f;
+            } else {
+                for (int64_t l = 0; l < k; l++) acc += (double)pa[i * k + l] * (double)pb[j * k + l];
+            }
             double x = (double)alpha_f * acc;
             // C[i,j] is read before D[i,j] is written: with C == D (same ld) it is the same element.
             if (beta_f != 0.0f) x += (double)beta_f * (double)__bfloat162float(c[i + j * lC->ld]);

@@ -608,11 +608,68 @@ static inline unsigned __float_as_uint(float x) { unsigned u; memcpy(&u, &x, 4);
 static inline float __uint_as_float(unsigned u) { float x; memcpy(&x, &u, 4); return x; }
 static inline int __float_as_int(float x) { int u; memcpy(&u, &x, 4); return u; }
 static inline float __int_as_float(int u) { float x; memcpy(&x, &u, 4); return x; }
-static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// EMU_DEVICE_MATH=1: the fast-math intrinsics and rsqrtf err as much as the device may (CUDA C++
+// Programming Guide, "Mathematical Functions": maximum ulp errors of rsqrtf (2, standard
+// functions table) and of the intrinsics __expf (2 + floor(|1.173 x|)), __logf (absolute
+// 2^-21.41 for x in [0.5, 2], else 3 ulps), __fdividef (2 ulps)), instead of the exact libm value:
+// the result is moved by k ulps, k in [-bound, bound] drawn from a hash of the input bits (the
+// same input, the same error, as a fixed device approximation). Tensor-core products (mma.sync
+// here, the cuBLASLt model) accumulate in fp32 instead of double. Default: off (exact).
+namespace emu {
+static bool device_math(void) {
+    static int on = -1;
+    if (on < 0) { const char* e = getenv("EMU_DEVICE_MATH"); on = e != NULL && atoi(e) != 0; }
+    return on != 0;
+}
+static inline uint32_t math_hash(float x) {
+    uint32_t h;
+    memcpy(&h, &x, 4);
+    h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
+    return h;
+}
+// exact moved by k in [-bound, bound] ulps (k from x); zeros, infinities and NaN unchanged.
+static inline float perturb_ulps(float exact, float x, float bound) {
+    if (!device_math() || !(bound >= 1.0f) || !isfinite(exact) || exact == 0.0f) return exact;
+    int64_t b = bound > 1e6f ? 1000000 : (int64_t)bound;
+    int64_t k = (int64_t)(math_hash(x) % (uint32_t)(2 * b + 1)) - b;
+    uint32_t u;
+    memcpy(&u, &exact, 4);
+    int64_t mag = (int64_t)(u & 0x7fffffffu) + k; // a finite float's bits grow with its magnitude
+    if (mag < 0) mag = 0;
+    if (mag > 0x7f7fffff) mag = 0x7f7fffff;
+    u = (u & 0x80000000u) | (uint32_t)mag;
+    float r;
+    memcpy(&r, &u, 4);
+    return r;
+}
+} // namespace emu
+static inline float rsqrtf(float x) { return emu::perturb_ulps(1.0f / sqrtf(x), x, 2.0f); }
 // declared extern "C" by crt/device_functions.h (as device functions), so defined to match
-extern "C" float __expf(float x) __THROW { return expf(x); }
-extern "C" float __logf(float x) __THROW { return logf(x); }
-static inline float __fdividef(float a, float b) { return a / b; }
+extern "C" float __expf(float x) __THROW { return emu::perturb_ulps(expf(x), x, 2.0f + floorf(fabsf(1.173f * x))); }
+extern "C" float __logf(float x) __THROW {
+    float exact = logf(x);
+    if (!emu::device_math() || !(x >= 0.5f && x <= 2.0f)) return emu::perturb_ulps(exact, x, 3.0f);
+    // absolute error up to 2^-21.41 here: k/8 of it, k in [-8, 8]
+    int k = (int)(emu::math_hash(x) % 17u) - 8;
+    return exact + (float)k / 8.0f * 3.5877e-7f; // 2^-21.41
+}
+static inline float __fdividef(float a, float b) { return emu::perturb_ulps(a / b, a * 0.5f + b, 2.0f); }
+// The explicitly rounded operations (CUDA Math API, "Single Precision Intrinsics"): IEEE
+// round-to-nearest, one rounding each, never fused with a neighbour; fmaf is the fused
+// multiply-add with one rounding. In the build that contracts (test_kernels_fma: -mfma
+// -ffp-contract=fast, as nvcc contracts device code) each operand and result passes through an
+// empty asm, which no fused multiply-add can span.
+static inline float emu_rounded(float r) {
+#if defined(__x86_64__)
+    __asm__("" : "+x"(r));
+#endif
+    return r;
+}
+static inline float __fmul_rn(float a, float b) { return emu_rounded(emu_rounded(a) * emu_rounded(b)); }
+static inline float __fadd_rn(float a, float b) { return emu_rounded(emu_rounded(a) + emu_rounded(b)); }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
+static inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 static inline int4 __ldcs(const int4* p) { return *p; }
 static inline void __stcs(int4* p, int4 v) { *p = v; }
 static inline float __ldcg(const float* p) { return *p; }

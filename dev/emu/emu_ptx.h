@@ -15,7 +15,8 @@
  *     ldmatrix or a shuffle stops the program);
  *   - ldmatrix row addresses must be 16-byte aligned and in shared memory.
  * mma accumulates the 16 products and C in double and rounds once to fp32 (the GPU's internal
- * order and precision are not documented; bf16 products are exact in fp32).
+ * order and precision are not documented; bf16 products are exact in fp32); with
+ * EMU_DEVICE_MATH=1 (emu.h) in fp32, rounding after each product, which errs more than a GPU.
  *
  * cp.async (per thread, as in PTX): a copy joins the thread's open group; commit closes it;
  * wait<N> completes all but the N most recent committed groups, oldest first. The copy reads
@@ -150,6 +151,7 @@ static inline void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_
     for (int i = 0; i < 4; i++) {
         int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
         double sum = d[i];
+        float sum_f = d[i]; // EMU_DEVICE_MATH=1: fp32 accumulation, one rounding per product added
         for (int k = 0; k < 16; k++) {
             // A[row][k]: lane (row % 8) * 4 + (k % 8) / 2, register (row >= 8) + 2 (k >= 8), half k & 1
             const emu::PtxSlot& sa = s[(row % 8) * 4 + (k % 8) / 2];
@@ -158,8 +160,9 @@ static inline void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_
             const emu::PtxSlot& sb = s[col * 4 + (k % 8) / 2];
             float bv = emu::bf16_half(sb.words[4 + (k >= 8 ? 1 : 0)], k & 1);
             sum += (double)av * (double)bv;
+            sum_f += av * bv; // bf16 x bf16 is exact in fp32
         }
-        d[i] = (float)sum;
+        d[i] = emu::device_math() ? sum_f : (float)sum;
     }
 }
 

@@ -11,6 +11,8 @@
  *     issued, unless their stream has such work in flight: then they queue behind it.
  *     So a consumer that skips its wait on a collective, or on work queued behind one, reads
  *     the data from before. EMU_LAZY=1 queues every operation on a created stream. An event holds the host time of its record and its stream position.
+ *     EMU_STRICT_EVENTS=1: cudaEventElapsedTime answers cudaErrorNotReady for an event the host
+ *     has not seen complete (waited for it or for a later event on its stream), as a GPU may.
  *   - EMU_DEVICE_COUNT devices (default 1), each reported as an sm_90 part with 132 SMs and 141 GB (the H200 the project
  *     targets), so size and launch heuristics take their GPU branches.
  */
@@ -32,6 +34,8 @@ struct EmuPendingOp {
 struct CUstream_st {
     unsigned flags;
     unsigned long issued = 0; // operations issued on this stream so far
+    unsigned long records = 0;   // events recorded on it so far (EMU_STRICT_EVENTS)
+    unsigned long host_seen = 0; // the host knows records 1..host_seen are complete
     std::deque<EmuPendingOp> pending;
 };
 
@@ -41,6 +45,7 @@ struct CUevent_st {
     double seconds;             // host monotonic time of the last record
     cudaStream_t stream = NULL; // where it was last recorded
     unsigned long seq = 0;      // that stream's issue count then: done once ops 1..seq are
+    unsigned long rec = 0;      // its record number on that stream (EMU_STRICT_EVENTS)
 };
 
 namespace emu {
@@ -139,6 +144,26 @@ static bool is_pinned(const void* p, size_t bytes) {
 
 static void event_complete(cudaEvent_t e) {
     if (e->stream != NULL) stream_progress(e->stream, e->seq, true);
+}
+
+// EMU_STRICT_EVENTS=1: an event counts as complete for the host (cudaEventElapsedTime) only
+// once the host has seen it complete: it, or an event recorded after it on the same stream,
+// was synchronized or queried successfully, or the stream or device was synchronized. On a
+// GPU an event recorded after the one the host waited for may still be pending (the device
+// runs behind the host), and cudaEventElapsedTime on it returns cudaErrorNotReady; by default
+// the emulation's events are complete once their work ran, which hides such a read.
+static bool strict_events(void) {
+    static int strict = -1;
+    if (strict < 0) { const char* e = getenv("EMU_STRICT_EVENTS"); strict = e != NULL && atoi(e) != 0; }
+    return strict != 0;
+}
+
+static void host_saw(cudaEvent_t e) {
+    if (e->stream != NULL && e->rec > e->stream->host_seen) e->stream->host_seen = e->rec;
+}
+
+static bool host_knows_complete(cudaEvent_t e) {
+    return !strict_events() || e->stream == NULL || e->rec <= e->stream->host_seen;
 }
 static const size_t kDeviceBytes = (size_t)141 << 30;
 
@@ -259,7 +284,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t count, cudaStream_t str
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
-    for (cudaStream_t s : emu::streams()) emu::stream_drain(s);
+    for (cudaStream_t s : emu::streams()) { emu::stream_drain(s); s->host_seen = s->records; }
     return cudaSuccess;
 }
 
@@ -360,6 +385,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     if (stream == NULL) return cudaDeviceSynchronize();
     emu::stream_drain(stream);
+    stream->host_seen = stream->records;
     return cudaSuccess;
 }
 
@@ -390,6 +416,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     event->seconds = emu::now_seconds();
     event->stream = stream;
     event->seq = stream != NULL ? stream->issued : 0;
+    event->rec = stream != NULL ? ++stream->records : 0;
     return cudaSuccess;
 }
 
@@ -398,12 +425,15 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
     if (event == NULL) return cudaErrorInvalidResourceHandle;
     if (event->stream == NULL) return cudaSuccess;
-    return emu::stream_progress(event->stream, event->seq, false) ? cudaSuccess : cudaErrorNotReady;
+    if (!emu::stream_progress(event->stream, event->seq, false)) return cudaErrorNotReady;
+    emu::host_saw(event);
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     if (event == NULL) return cudaErrorInvalidResourceHandle;
     emu::event_complete(event);
+    emu::host_saw(event);
     return cudaSuccess;
 }
 
@@ -412,6 +442,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
     if (start == NULL || end == NULL) return cudaErrorInvalidResourceHandle;
     if ((start->flags | end->flags) & cudaEventDisableTiming) return cudaErrorInvalidResourceHandle;
     if (!start->recorded || !end->recorded) return cudaErrorInvalidResourceHandle;
+    if (!emu::host_knows_complete(start) || !emu::host_knows_complete(end)) return cudaErrorNotReady;
     *ms = (float)((end->seconds - start->seconds) * 1e3);
     return cudaSuccess;
 }

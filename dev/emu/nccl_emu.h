@@ -27,7 +27,8 @@
  * communicator match in order, as NCCL's do), queued on the stream like a collective: a send's
  * buffer must stay unchanged until it completes, a receive's is poisoned until then. Types
  * ncclInt8, ncclUint8, ncclBfloat16, ncclFloat32 (bytes, moved unchanged). ncclGroupStart /
- * ncclGroupEnd only check their nesting.
+ * ncclGroupEnd only check their nesting. EMU_NCCL_FAIL=R:K makes rank R's K-th collective fail
+ * (nccl_inject_failure).
  */
 #ifndef EMU_NCCL_H
 #define EMU_NCCL_H
@@ -107,6 +108,24 @@ static size_t nccl_p2p_elem_bytes(ncclDataType_t type) {
 }
 
 static int nccl_group_depth = 0; // ncclGroupStart minus ncclGroupEnd calls so far
+
+// EMU_NCCL_FAIL=R:K: on MPI_COMM_WORLD rank R, the K-th collective or point-to-point call (from
+// 1) returns ncclSystemError without starting (a network error, as a real NCCL may report it);
+// the peers are left blocked in the matching collective, so this tests how fast they end.
+static bool nccl_inject_failure(const char* call) {
+    static int fail_rank = -2, fail_call = 0, calls = 0;
+    if (fail_rank == -2) {
+        fail_rank = -1;
+        const char* e = getenv("EMU_NCCL_FAIL");
+        if (e != NULL && sscanf(e, "%d:%d", &fail_rank, &fail_call) != 2) fail_rank = -1;
+    }
+    if (fail_rank < 0) return false;
+    int world_rank = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    if (world_rank != fail_rank || ++calls != fail_call) return false;
+    fprintf(stderr, "emu: %s: injected ncclSystemError (EMU_NCCL_FAIL=%d:%d)\n", call, fail_rank, fail_call);
+    return true;
+}
 
 static ncclResult_t nccl_check_p2p(const char* call, ncclDataType_t type, int peer, ncclComm_t comm, size_t* elem) {
     if (comm == NULL) return nccl_fail(call, "NULL communicator");
@@ -256,6 +275,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
     const char* call = "ncclAllReduce";
+    if (emu::nccl_inject_failure(call)) return ncclSystemError;
     ncclResult_t r = emu::nccl_check_common(call, datatype, comm, true);
     if (r != ncclSuccess) return r;
     if (op != ncclSum) return emu::nccl_fail(call, "only ncclSum is modelled");
@@ -282,6 +302,7 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
     const char* call = "ncclReduceScatter";
+    if (emu::nccl_inject_failure(call)) return ncclSystemError;
     ncclResult_t r = emu::nccl_check_common(call, datatype, comm);
     if (r != ncclSuccess) return r;
     if (op != ncclSum) return emu::nccl_fail(call, "only ncclSum is modelled");
@@ -306,6 +327,7 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
     const char* call = "ncclAllGather";
+    if (emu::nccl_inject_failure(call)) return ncclSystemError;
     ncclResult_t r = emu::nccl_check_common(call, datatype, comm);
     if (r != ncclSuccess) return r;
     size_t n = sendcount * comm->nranks;

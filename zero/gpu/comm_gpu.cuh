@@ -116,6 +116,10 @@ static void zero_abort_device_comm(void) {
 #endif
 }
 
+// NCCL_CHECK's failure path once the engine is up (common/cuda_utils.cuh): the communicators
+// are aborted and every rank stops, so peers blocked in a collective end within seconds.
+static void zero_nccl_error_abort(void) { zero_abort_all_ranks(1); }
+
 // ============================================================================================
 // Waiting: the host (timed) and the streams (events)
 

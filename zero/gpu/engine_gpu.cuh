@@ -187,6 +187,8 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     CUDA_CHECK(cudaDeviceSynchronize());
 #if !ZERO_COMM_MPI
     z->nccl = NULL;
+    nccl_check_rank = rank;
+    nccl_check_abort = zero_nccl_error_abort;
     if (world_size > 1) {
         ncclUniqueId id;
         if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
