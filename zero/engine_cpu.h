@@ -54,8 +54,8 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
         }
     }
     z->bytes_working = zero_working_numel(layout, ZERO_STAGE) * sizeof(float);
-    z->kept_count = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row counts");
-    z->kept_first = (size_t*)zero_calloc((size_t)n, sizeof(size_t), "kept-row offsets");
+    z->tied.kept_count = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row counts");
+    z->tied.kept_first = (size_t*)zero_calloc((size_t)n, sizeof(size_t), "kept-row offsets");
     z->bytes_working += zero_offload_staging_bytes(z);
     // The rings' receive buffer: one chunk of the largest unit (zero/comm_ring.h).
     if (ZERO_RING && world_size > 1) zero_ring_scratch(z, zero_ring_buffer_numel(layout, world_size));
@@ -74,10 +74,10 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
  */
 static void zero_reserve_kept_rows(ZeroEngine* z, size_t max_rows, int positions, int row_len) {
     if (ZERO_STAGE < 2) { zero_tied_reserve(z, max_rows, positions, row_len); return; }
-    z->kept_ids = (int*)zero_calloc(max_rows, sizeof(int), "kept wte rows");
-    z->kept_data = (float*)zero_calloc(max_rows * (size_t)row_len, sizeof(float), "kept wte gradient rows");
-    z->kept_capacity = max_rows;
-    z->kept_row_len = row_len;
+    z->tied.kept_ids = (int*)zero_calloc(max_rows, sizeof(int), "kept wte rows");
+    z->tied.kept_data = (float*)zero_calloc(max_rows * (size_t)row_len, sizeof(float), "kept wte gradient rows");
+    z->tied.kept_capacity = max_rows;
+    z->tied.kept_row_len = row_len;
     z->bytes_working += zero_kept_rows_bytes(ZERO_STAGE, max_rows, row_len, 0); // zero/layout.h
 }
 
@@ -88,7 +88,7 @@ static void zero_wait_all(ZeroEngine* z) {
     if (z->grad_ops) for (int u = 0; u < n; u++) zero_op_wait(z, &z->grad_ops[u]);
     if (z->param_ops) for (int u = 0; u < n; u++) zero_op_wait(z, &z->param_ops[u]);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { zero_op_wait(z, &z->param_work[i].op); zero_op_wait(z, &z->grad_work[i].op); }
-    zero_op_wait(z, &z->tied_op);
+    zero_op_wait(z, &z->tied.tied_op);
 }
 
 static void zero_free(ZeroEngine* z) {
@@ -99,11 +99,11 @@ static void zero_free(ZeroEngine* z) {
     free(z->params); free(z->grads); free(z->m); free(z->v);
     free(z->grad_ops); free(z->param_ops);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { free(z->param_work[i].data); free(z->grad_work[i].data); }
-    free(z->kept_count); free(z->kept_first); free(z->kept_ids);
-    if (z->tied_gather == NULL) free(z->kept_data); // stages 0, 1: it points into tied_gather
-    free(z->tied_gather); free(z->tied_unit); free(z->tied_early);
+    free(z->tied.kept_count); free(z->tied.kept_first); free(z->tied.kept_ids);
+    if (z->tied.tied_gather == NULL) free(z->tied.kept_data); // stages 0, 1: it points into tied_gather
+    free(z->tied.tied_gather); free(z->tied.tied_unit); free(z->tied.tied_early);
     zero_ring_forget(z);
-    free(z->ring_scratch);
+    free(z->ring.scratch);
 }
 // Stage 2/3: finish the reduce-scatter of a gradient working unit and add the rank's reduced
 // slice (shard_numel elements, where zero_reduce_scatter_result says) into its gradient shard;
@@ -210,13 +210,13 @@ static float* zero_grads_unit(ZeroEngine* z, int unit) {
     if (ZERO_STAGE >= 2) {
         ZeroWorkingUnit* w = zero_grad_work_acquire(z, unit);
         memset(w->data, 0, z->layout->units[unit].padded_numel * sizeof(float));
-        int count = z->kept_count[unit];
-        size_t row = (size_t)z->kept_row_len;
+        int count = z->tied.kept_count[unit];
+        size_t row = (size_t)z->tied.kept_row_len;
         for (int i = 0; i < count; i++) {
-            size_t k = z->kept_first[unit] + (size_t)i;
-            memcpy(w->data + (size_t)z->kept_ids[k] * row, z->kept_data + k * row, row * sizeof(float));
+            size_t k = z->tied.kept_first[unit] + (size_t)i;
+            memcpy(w->data + (size_t)z->tied.kept_ids[k] * row, z->tied.kept_data + k * row, row * sizeof(float));
         }
-        if (count > 0) { z->kept_count[unit] = 0; z->kept_pending--; }
+        if (count > 0) { z->tied.kept_count[unit] = 0; z->tied.kept_pending--; }
         return w->data;
     }
     if (zero_tied_pending(z, unit)) return zero_tied_encoder_buffer(z, unit);
@@ -230,7 +230,7 @@ static float* zero_grads_unit(ZeroEngine* z, int unit) {
 // rows) come through here, each a reduction of its own: their reduced slices add in the shard.
 static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
     const ParamUnit* u = &z->layout->units[unit];
-    if (z->measure_local_grad_norm) z->local_grad_norm_sq += norm_squared(w->data, u->padded_numel); // GNS small batch
+    if (z->gns.measure_local_grad_norm) z->gns.local_grad_norm_sq += norm_squared(w->data, u->padded_numel); // GNS small batch
     if (!zero_pp_grad_reduce_scatter(z, w, unit)) zero_op_reduce_scatter(z, &w->op, w->data, u->padded_numel, unit, "gradients");
     if (z->world_size == 1) zero_grad_work_finish(z, w); // nothing in flight: finish now
 }
@@ -250,7 +250,7 @@ static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
  */
 static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* rows, int count, int row_len, int last_micro_step) {
     if (ZERO_STAGE < 2) {
-        if (last_micro_step && z->tied_block_numel > 0) zero_tied_set_aside(z, unit, rows, count, row_len);
+        if (last_micro_step && z->tied.tied_block_numel > 0) zero_tied_set_aside(z, unit, rows, count, row_len);
         zero_progress(z);
         return;
     }
@@ -258,8 +258,8 @@ static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* row
     size_t first = zero_kept_rows_begin(z, w, unit, count, row_len), row = (size_t)row_len;
     for (int i = 0; i < count; i++) {
         size_t k = first + (size_t)i;
-        z->kept_ids[k] = rows[i];
-        memcpy(z->kept_data + k * row, w->data + (size_t)rows[i] * row, row * sizeof(float));
+        z->tied.kept_ids[k] = rows[i];
+        memcpy(z->tied.kept_data + k * row, w->data + (size_t)rows[i] * row, row * sizeof(float));
         memset(w->data + (size_t)rows[i] * row, 0, row * sizeof(float));
     }
     zero_kept_rows_end(z, unit, count);
@@ -281,9 +281,9 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
         zero_progress(z);
         return;
     }
-    if (z->measure_local_grad_norm && ZERO_STAGE < 2) { // GNS small batch, before the collective below
+    if (z->gns.measure_local_grad_norm && ZERO_STAGE < 2) { // GNS small batch, before the collective below
         const float* local = zero_gns_local_grads(z, unit);
-        if (local) z->local_grad_norm_sq += norm_squared(local, u->padded_numel);
+        if (local) z->gns.local_grad_norm_sq += norm_squared(local, u->padded_numel);
     }
     if (ZERO_STAGE < 2 && last_micro_step) {
         zero_grads_reduce_full(z, unit);
@@ -327,7 +327,7 @@ static void zero_step_begin(ZeroEngine* z, int step) {
     z->sent_elements_step = 0;
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;
-    z->local_grad_norm_sq = 0.0;
+    z->gns.local_grad_norm_sq = 0.0;
     zero_pp_step_begin(z);
     zero_grads_zero(z);
 }
@@ -479,11 +479,11 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
         norm_sq += norm_squared(zero_owned(z, z->grads, ZERO_BUF_GRADS, unit), layout->units[unit].shard_numel);
     // The same all-reduce carries the GNS meter's local squared norm (0 when not measured), so
     // the meter costs no extra collective: [owned slices' sum, this rank's local norm^2], summed.
-    double sums[2] = {norm_sq, z->local_grad_norm_sq};
+    double sums[2] = {norm_sq, z->gns.local_grad_norm_sq};
     zero_all_reduce_sum_doubles(z, sums, 2, "grad norm");
     norm_sq = sums[0];
-    z->grad_norm_sq = norm_sq;
-    z->local_grad_norm_sq_mean = sums[1] / N;
+    z->gns.grad_norm_sq = norm_sq;
+    z->gns.local_grad_norm_sq_mean = sums[1] / N;
     float norm = (float)sqrt(norm_sq);
     // 4. Clip coefficient as torch.nn.utils.clip_grad_norm_ computes it: max_norm / (norm + 1e-6), capped at 1.
     float clip_coef = opt->grad_clip > 0.0f ? opt->grad_clip / (norm + 1e-6f) : 1.0f;
