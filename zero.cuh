@@ -29,6 +29,7 @@
  *                       gradient all-to-all (qgZ)
  *   zero/tied_rows/tied_rows_cpu.h CPU stages 0, 1: wte's units reduced after the LM head, the encoder's rows all-gathered
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
+ *   zero/optimizer_cpu.h the CPU engine's optimizer step on the owned slices (norm, clipping, AdamW)
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
  *   plan/plan_machine.h the planner's machine: presets (h100, h200, cpu) and overrides
  *   plan/plan_memory.h  the planner's bytes per rank at each stage, from the engine's functions
@@ -175,6 +176,7 @@ typedef float ZeroFloat;
 #include "zero/zeropp/zeropp.h"
 #include "zero/tied_rows/tied_rows_cpu.h"
 #include "zero/engine_cpu.h"
+#include "zero/optimizer_cpu.h"
 #include "zero/accounting.h"
 #include "plan/plan_machine.h"
 #include "plan/plan_memory.h"
