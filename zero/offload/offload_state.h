@@ -1,8 +1,8 @@
 /*
  * zero/offload/offload_state.h: ZeRO-Offload / ZeRO-Infinity's state (what -zo, -zp and -zd ask
  * for, the NVMe file's regions and pieces, the staging slots), reached from the engine by one
- * field, ZeroEngine.offload. What it adds to the core: zero/offload/offload.h (the hooks
- * zero_offload_* that the core calls through zero/hooks.h). Part of the ZeRO engine (the map is in zero.cuh).
+ * field, ZeroEngine.offload. What it adds to the core is zero/offload/offload.h (the zero_offload_*
+ * functions the CPU engine calls). Part of the ZeRO engine (the map is in zero.cuh).
  */
 #ifndef ZERO_OFFLOAD_STATE_H
 #define ZERO_OFFLOAD_STATE_H
