@@ -43,7 +43,7 @@ static ErrorStats compare(const float* a, const float* b, size_t n) {
 // keeps it in the full layout): psi floats into host.
 static void read_optimizer_gradient(GPT2* model, float* host, size_t psi) {
     zero_device_synchronize(&model->zero, "gradients"); // the comm stream too: the additions run there
-    CUDA_CHECK(cudaMemcpy(host, model->zero.grads_fp32, psi * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(host, model->zero.gpu.grads_fp32, psi * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
 /*
@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
     // sit far above the noise, so the mean stays ~1% of the lr * steps = 1e-2 total motion;
     // 1e-3 (10%) allowed.
     zero_device_synchronize(&model.zero, "final parameters");
-    CUDA_CHECK(cudaMemcpy(host, model.zero.master, psi * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(host, model.zero.gpu.master, psi * sizeof(float), cudaMemcpyDeviceToHost));
     double param_max = 0.0, param_sum = 0.0;
     size_t param_count = 0;
     for (int t = 0; t < layout->num_tensors; t++) {

@@ -503,11 +503,11 @@ static float gpt2_train_step(GPT2* model, DataLoader* loader, GradientNoiseScale
         model->backward_follows = 1;
         gpt2_forward(model, loader->inputs, loader->targets, B, T);
         loss_sum += model->mean_loss;
-        z->measure_local_grad_norm = noise_scale_measures(gns, micro_step); // the GNS small batch(es)
+        z->gns.measure_local_grad_norm = noise_scale_measures(gns, micro_step); // the GNS small batch(es)
         gpt2_backward(model, loader->targets, B, T, 1.0f / ((float)B * T * grad_accum_steps),
                       micro_step == grad_accum_steps - 1);
     }
-    z->measure_local_grad_norm = 0;
+    z->gns.measure_local_grad_norm = 0;
     zero_trace_compute(z, ZERO_TRACE_OPTIMIZER, -1);
     *grad_norm = zero_optimizer_step(z, opt, lr, step + 1);
     noise_scale_step(gns, z);
@@ -615,8 +615,8 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working, z->bytes_ring, model->act_bytes,
                   zero_state_bytes_formula(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_text[ZERO_STAGE],
                   zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_embedding_numel(&model->layout),
-                                             z->tied_block_numel),
-                  zero_elements_sent_text(ZERO_STAGE, z->tied_block_numel), zero_offload_config_fields(z, grad_accum_steps, offload_fields, sizeof(offload_fields)),
+                                             z->tied.tied_block_numel),
+                  zero_elements_sent_text(ZERO_STAGE, z->tied.tied_block_numel), zero_offload_config_fields(z, grad_accum_steps, offload_fields, sizeof(offload_fields)),
                   noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns),
                   batch_schedule_config_fields(batch_fields, sizeof(batch_fields), batch));
     fflush(stdout);

@@ -16,8 +16,8 @@
  * CPU trainer's; under nvcc its model-facing functions come from zero/gpu/engine_gpu.cuh. The model code
  * below makes the CPU trainer's calls in the same places (zero_params_unit / _prefetch /
  * _unit_done in forward and backward, zero_grads_unit / _ready in backward, zero_step_begin and
- * zero_optimizer_step around them); the engine runs the kernels' side on z->compute and one
- * collective per unit on z->comm, started behind an event as backward finishes the unit.
+ * zero_optimizer_step around them); the engine runs the kernels' side on z->gpu.compute and one
+ * collective per unit on z->gpu.comm, started behind an event as backward finishes the unit.
  * Checkpoints, -y 1 resume and the -wt collective timeout are the engine's too (zero.cuh).
  * The gradient noise scale meter (train/noise_scale.h: the gns step-line field and log fields)
  * and the ZERO_TEST_FAULT hooks (common/test_fault.h) are the CPU trainer's, shared.
@@ -361,7 +361,7 @@ static int* gpt2_stage_batch(GPT2* model, const int* inputs, const int* targets,
     CUDA_CHECK(cudaStreamWaitEvent(st->copy_stream, st->consumed[k], 0)); // the micro-step that read it is done
     CUDA_CHECK(cudaMemcpyAsync(st->device[k], host, ints * sizeof(int), cudaMemcpyHostToDevice, st->copy_stream));
     CUDA_CHECK(cudaEventRecord(st->copied[k], st->copy_stream));
-    CUDA_CHECK(cudaStreamWaitEvent(model->zero.compute, st->copied[k], 0));
+    CUDA_CHECK(cudaStreamWaitEvent(model->zero.gpu.compute, st->copied[k], 0));
     return st->device[k];
 }
 
@@ -380,7 +380,7 @@ static void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     int BT = B * T;
     ActivationsGPU* a = &model->acts;
     ZeroEngine* z = &model->zero;
-    cudaStream_t stream = z->compute;
+    cudaStream_t stream = z->gpu.compute;
     const ParamLayout* layout = &model->layout;
     size_t wpe_offset = layout->tensors[param_tensor_index(layout, P_WPE, -1)].unit_offset;
 
@@ -509,7 +509,7 @@ static void gpt2_full_logits(GPT2* model, float* out, int B, int T) {
         const ParamTensor* piece = &layout->tensors[wte_piece_index(layout, k)];
         int rows = (int)piece->shape[0];
         bf16* wte = zero_params_unit(&model->zero, wte_unit(layout, k));
-        matmul_forward_cuda(model->acts.logits, model->acts.lnf, wte, NULL, BT, C, rows, model->zero.compute);
+        matmul_forward_cuda(model->acts.logits, model->acts.lnf, wte, NULL, BT, C, rows, model->zero.gpu.compute);
         zero_params_unit_done(&model->zero, wte_unit(layout, k));
         zero_device_synchronize(&model->zero, "test logits");
         CUDA_CHECK(cudaMemcpy(host, model->acts.logits, (size_t)BT * rows * sizeof(bf16), cudaMemcpyDeviceToHost));
@@ -528,10 +528,10 @@ static void gpt2_full_logits(GPT2* model, float* out, int B, int T) {
 static float gpt2_take_loss(GPT2* model) {
     float loss;
     float* sum = model->loss_sum_device + model->loss_slot;
-    zero_stream_synchronize(&model->zero, model->zero.compute, "loss");
-    CUDA_CHECK(cudaMemcpyAsync(&loss, sum, sizeof(float), cudaMemcpyDeviceToHost, model->zero.compute));
-    CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(float), model->zero.compute));
-    CUDA_CHECK(cudaStreamSynchronize(model->zero.compute));
+    zero_stream_synchronize(&model->zero, model->zero.gpu.compute, "loss");
+    CUDA_CHECK(cudaMemcpyAsync(&loss, sum, sizeof(float), cudaMemcpyDeviceToHost, model->zero.gpu.compute));
+    CUDA_CHECK(cudaMemsetAsync(sum, 0, sizeof(float), model->zero.gpu.compute));
+    CUDA_CHECK(cudaStreamSynchronize(model->zero.gpu.compute));
     return loss;
 }
 
@@ -548,7 +548,7 @@ static void gpt2_backward(GPT2* model, int B, int T, int last_micro_step) {
     ActivationsGPU* a = &model->acts;
     BackwardScratchGPU* s = &model->scratch;
     ZeroEngine* z = &model->zero;
-    cudaStream_t stream = z->compute;
+    cudaStream_t stream = z->gpu.compute;
     const ParamLayout* layout = &model->layout;
     size_t wpe_offset = layout->tensors[param_tensor_index(layout, P_WPE, -1)].unit_offset;
 
@@ -678,8 +678,8 @@ static void gpt2_sample(GPT2* model, Tokenizer* tokenizer, int gen_tokens, uint6
         gpt2_forward(model, tokens, NULL, 1, t, 0.0f, 0.0f);
         zero_device_synchronize(&model->zero, "sampling logits");
         CUDA_CHECK(cudaMemcpyAsync(model->logits_staging, model->acts.logits_last, (size_t)Vp * sizeof(bf16),
-                                   cudaMemcpyDeviceToHost, model->zero.compute));
-        CUDA_CHECK(cudaStreamSynchronize(model->zero.compute));
+                                   cudaMemcpyDeviceToHost, model->zero.gpu.compute));
+        CUDA_CHECK(cudaStreamSynchronize(model->zero.gpu.compute));
         for (int i = 0; i < Vp; i++) model->logits_host[i] = __bfloat162float(model->logits_staging[i]);
         tokens[t] = sample_token(model->logits_host, V, rng_uniform(&rng));
     }
@@ -952,7 +952,7 @@ int main(int argc, char** argv) {
     // -ot K: steps 3 .. K+2 of this run timed op family by op family (common/op_timer.cuh);
     // marks per step: about 30 per layer and micro-step, plus the rest.
     op_timer_init(&model.timer, args.op_timing_steps, start_step + 3, (32 * model.config.num_layers + 48) * grad_accum_steps + 64,
-                  z->compute);
+                  z->gpu.compute);
 
     GradientNoiseScale gns; // train/noise_scale.h: which gradients the engine measures, per stage
     noise_scale_setup(&gns, args.gns_beta, B, T, world_size, grad_accum_steps, total_batch_tokens);
@@ -1018,17 +1018,17 @@ int main(int argc, char** argv) {
         zero_step_begin(z, t);
         op_timer_step_begin(&model.timer, t);
         model.loss_slot = slot;
-        CUDA_CHECK(cudaMemsetAsync(model.loss_sum_device + slot, 0, sizeof(float), z->compute));
+        CUDA_CHECK(cudaMemsetAsync(model.loss_sum_device + slot, 0, sizeof(float), z->gpu.compute));
         for (int micro_step = 0; micro_step < grad_accum_steps; micro_step++) {
             if (!args.overfit_single_batch || (step == 0 && micro_step == 0)) dataloader_next_batch(&train_loader);
             gpt2_forward(&model, train_loader.inputs, train_loader.targets, B, T,
                          1.0f / ((float)B * T * grad_accum_steps), 1.0f / grad_accum_steps);
-            z->measure_local_grad_norm = noise_scale_measures(&gns, micro_step); // the GNS small batch(es)
+            z->gns.measure_local_grad_norm = noise_scale_measures(&gns, micro_step); // the GNS small batch(es)
             gpt2_backward(&model, B, T, micro_step == grad_accum_steps - 1);
         }
-        z->measure_local_grad_norm = 0;
+        z->gns.measure_local_grad_norm = 0;
         CUDA_CHECK(cudaMemcpyAsync(model.loss_host + slot, model.loss_sum_device + slot, sizeof(float), cudaMemcpyDeviceToHost,
-                                   z->compute));
+                                   z->gpu.compute));
         float lr = (float)(lr_at_step(&schedule, step) * batch_schedule_lr_scale(batch));
         OP_MARK(&model, OP_OPTIMIZER);
         zero_trace_compute(z, ZERO_TRACE_OPTIMIZER, -1);

@@ -6,7 +6,10 @@
  *   zero/cluster/mpi_single.h   without Open MPI only (ZERO_NO_MPI): <mpi.h>'s calls for one process
  *   zero/layout.h       shard layout and the formulas of docs/design.md "Stages" (bytes per rank, elements sent)
  *   zero/offload/nvme_io.h      asynchronous file I/O for the NVMe placement (io_uring or worker threads)
- *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, placement, ZeroEngine
+ *   zero/offload/offload_state.h offload's state (placement, NVMe regions, staging slots): ZeroEngine.offload
+ *   zero/gpu/device_state.h GPU build: the GPU engine's state (streams, fp32 grads, master, NCCL): ZeroEngine.gpu
+ *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, the ring queue, the tied rows,
+ *                       the GNS norms, ZeroEngine (its own fields; each extension's state one field)
  *   zero/cluster/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
  *   zero/cluster/cluster.h      this rank, its host, every rank's host; what it is waiting for now
  *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
@@ -26,6 +29,7 @@
  *                       gradient all-to-all (qgZ)
  *   zero/tied_rows/tied_rows_cpu.h CPU stages 0, 1: wte's units reduced after the LM head, the encoder's rows all-gathered
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
+ *   zero/optimizer_cpu.h the CPU engine's optimizer step on the owned slices (norm, clipping, AdamW)
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
  *   plan/plan_machine.h the planner's machine: presets (h100, h200, cpu) and overrides
  *   plan/plan_memory.h  the planner's bytes per rank at each stage, from the engine's functions
@@ -103,7 +107,7 @@
 #define ZERO_GPU_BUILD 0
 #endif
 #include "common/gpt2_config.h"
-#include "common/state_file.h" // fnv1a64_words
+#include "common/hash.h" // fnv1a64_words: the replica check
 #include "cpu/adamw.h"
 #include "cpu/global_norm.h"
 #if ZERO_GPU_BUILD
@@ -152,6 +156,10 @@ typedef float ZeroFloat;
 
 #include "zero/layout.h"
 #include "zero/offload/nvme_io.h"
+#include "zero/offload/offload_state.h"
+#if ZERO_GPU_BUILD
+#include "zero/gpu/device_state.h"
+#endif
 #include "zero/engine.h"
 #include "zero/cluster/launcher.h"
 #include "zero/cluster/cluster.h"
@@ -168,6 +176,7 @@ typedef float ZeroFloat;
 #include "zero/zeropp/zeropp.h"
 #include "zero/tied_rows/tied_rows_cpu.h"
 #include "zero/engine_cpu.h"
+#include "zero/optimizer_cpu.h"
 #include "zero/accounting.h"
 #include "plan/plan_machine.h"
 #include "plan/plan_memory.h"

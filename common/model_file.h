@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "common/gpt2_config.h"
+#include "common/hash.h" // fnv1a64_words: the checksum in header[9], [10]
 
 #define MODEL_FILE_MAGIC 20240326
 #define MODEL_FILE_FP32 3
@@ -27,13 +28,6 @@
 #define MODEL_HEADER_INTS 256
 #define MODEL_FILE_EXTRA 0x7a65726f // "zero": header[9..13] are set (checksum, run id, step)
 
-// 64-bit FNV-1a over 32-bit words (Fowler, Noll, Vo), continuing from h.
-static uint64_t fnv1a64_words(const float* x, size_t n, uint64_t h) {
-    const uint32_t* w = (const uint32_t*)x;
-    for (size_t i = 0; i < n; i++) { h ^= w[i]; h *= 0x100000001B3ull; }
-    return h;
-}
-#define FNV1A64_INIT 0xCBF29CE484222325ull
 
 // An open temporary file that becomes `path` on atomic_file_commit.
 typedef struct { FILE* f; char path[4096]; char tmp_path[4096 + 8]; } AtomicFile;

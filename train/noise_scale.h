@@ -134,8 +134,8 @@ static int noise_scale_measures(const GradientNoiseScale* g, int micro_step) {
 // After zero_optimizer_step: this step's two squared norms into the meter (see above).
 static void noise_scale_step(GradientNoiseScale* g, const ZeroEngine* z) {
     if (!g->on) return;
-    g->g_small_sq = g->small_scale * z->local_grad_norm_sq_mean;
-    g->g_big_sq = z->grad_norm_sq;
+    g->g_small_sq = g->small_scale * z->gns.local_grad_norm_sq_mean;
+    g->g_big_sq = z->gns.grad_norm_sq;
     gns_update(&g->meter, g->g_small_sq, g->b_small, g->g_big_sq, g->b_big); // -1 (non-finite): meter unchanged
 }
 

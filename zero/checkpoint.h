@@ -10,6 +10,7 @@
 #ifndef ZERO_CUH
 #error "zero/checkpoint.h is part of the ZeRO engine; include zero.cuh"
 #endif
+#include "common/state_file.h" // the state file's format (zero_state_*)
 
 /*
  * Write the checkpoint of `step` into dir. Every rank writes its state file (its AdamW slices,

@@ -47,13 +47,13 @@ static ZeroEngine* zero_ring_engine = NULL;
 
 // The receive buffer: one chunk of the largest ring, grown only while nothing is posted into it.
 static float* zero_ring_scratch(ZeroEngine* z, size_t shard) {
-    if (shard > z->ring_scratch_capacity) {
-        free(z->ring_scratch);
-        z->ring_scratch = (float*)zero_calloc(shard, sizeof(float), "ring receive buffer");
-        z->ring_scratch_capacity = shard;
+    if (shard > z->ring.scratch_capacity) {
+        free(z->ring.scratch);
+        z->ring.scratch = (float*)zero_calloc(shard, sizeof(float), "ring receive buffer");
+        z->ring.scratch_capacity = shard;
         z->bytes_ring = shard * sizeof(float);
     }
-    return z->ring_scratch;
+    return z->ring.scratch;
 }
 
 // Post the messages of op's next step (it is the queue's head).
@@ -94,7 +94,7 @@ static int zero_ring_advance(ZeroEngine* z, ZeroOp* op) {
             g->posted = 0;
             if (g->step < g->reduce_steps) { // add the left neighbour's partial sum into our chunk
                 float* chunk = g->buf + (size_t)g->recv_chunk * g->shard;
-                const float* partial = z->ring_scratch;
+                const float* partial = z->ring.scratch;
                 for (size_t i = 0; i < g->shard; i++) chunk[i] += partial[i];
             }
             g->step++;
@@ -106,11 +106,11 @@ static int zero_ring_advance(ZeroEngine* z, ZeroOp* op) {
 
 // Advance the queue (its lock held): finish rings at its head in order, start the next one's messages.
 static void zero_ring_progress_locked(ZeroEngine* z) {
-    while (z->ring_head != NULL) {
-        ZeroOp* op = z->ring_head;
+    while (z->ring.head != NULL) {
+        ZeroOp* op = z->ring.head;
         if (!zero_ring_advance(z, op)) return;
-        z->ring_head = op->ring.next;
-        if (z->ring_head == NULL) z->ring_tail = NULL;
+        z->ring.head = op->ring.next;
+        if (z->ring.head == NULL) z->ring.tail = NULL;
         op->ring.queued = 0;
         zero_trace_done(op); // -tr: its completion, whichever thread saw it (zero/trace/trace.h)
     }
@@ -155,14 +155,14 @@ static void zero_ring_begin(ZeroEngine* z, ZeroOp* op, float* buf, size_t n, int
     g->steps = steps;
     g->step = 0;
     g->posted = 0;
-    g->tag = ZERO_RING_TAG_BASE + (int)(z->ring_count++ % ZERO_RING_TAGS);
+    g->tag = ZERO_RING_TAG_BASE + (int)(z->ring.count++ % ZERO_RING_TAGS);
     g->next = NULL;
     g->queued = 1;
     pthread_mutex_lock(&zero_ring_mutex);
     zero_ring_engine = z;
-    if (z->ring_tail != NULL) z->ring_tail->ring.next = op;
-    else z->ring_head = op;
-    z->ring_tail = op;
+    if (z->ring.tail != NULL) z->ring.tail->ring.next = op;
+    else z->ring.head = op;
+    z->ring.tail = op;
     zero_ring_progress_locked(z);
     pthread_mutex_unlock(&zero_ring_mutex);
 }

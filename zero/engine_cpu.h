@@ -1,7 +1,7 @@
 /*
  * zero/engine_cpu.h: the CPU engine (fp32, MPI), what the CPU model calls: set-up, parameters per
- * unit, gradients per unit (where each unit's collective starts), the optimizer step on the owned
- * slices, and what checkpoints need. The GPU engine (zero/gpu/engine_gpu.cuh) has the same functions
+ * unit, gradients per unit (where each unit's collective starts), and what checkpoints need; the
+ * optimizer step on the owned slices is zero/optimizer_cpu.h. The GPU engine (zero/gpu/engine_gpu.cuh) has the same functions
  * on streams. Part of the ZeRO engine (the map is in zero.cuh).
  */
 #ifndef ZERO_ENGINE_CPU_H
@@ -54,8 +54,8 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
         }
     }
     z->bytes_working = zero_working_numel(layout, ZERO_STAGE) * sizeof(float);
-    z->kept_count = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row counts");
-    z->kept_first = (size_t*)zero_calloc((size_t)n, sizeof(size_t), "kept-row offsets");
+    z->tied.kept_count = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row counts");
+    z->tied.kept_first = (size_t*)zero_calloc((size_t)n, sizeof(size_t), "kept-row offsets");
     z->bytes_working += zero_offload_staging_bytes(z);
     // The rings' receive buffer: one chunk of the largest unit (zero/comm_ring.h).
     if (ZERO_RING && world_size > 1) zero_ring_scratch(z, zero_ring_buffer_numel(layout, world_size));
@@ -74,10 +74,10 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
  */
 static void zero_reserve_kept_rows(ZeroEngine* z, size_t max_rows, int positions, int row_len) {
     if (ZERO_STAGE < 2) { zero_tied_reserve(z, max_rows, positions, row_len); return; }
-    z->kept_ids = (int*)zero_calloc(max_rows, sizeof(int), "kept wte rows");
-    z->kept_data = (float*)zero_calloc(max_rows * (size_t)row_len, sizeof(float), "kept wte gradient rows");
-    z->kept_capacity = max_rows;
-    z->kept_row_len = row_len;
+    z->tied.kept_ids = (int*)zero_calloc(max_rows, sizeof(int), "kept wte rows");
+    z->tied.kept_data = (float*)zero_calloc(max_rows * (size_t)row_len, sizeof(float), "kept wte gradient rows");
+    z->tied.kept_capacity = max_rows;
+    z->tied.kept_row_len = row_len;
     z->bytes_working += zero_kept_rows_bytes(ZERO_STAGE, max_rows, row_len, 0); // zero/layout.h
 }
 
@@ -88,7 +88,7 @@ static void zero_wait_all(ZeroEngine* z) {
     if (z->grad_ops) for (int u = 0; u < n; u++) zero_op_wait(z, &z->grad_ops[u]);
     if (z->param_ops) for (int u = 0; u < n; u++) zero_op_wait(z, &z->param_ops[u]);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { zero_op_wait(z, &z->param_work[i].op); zero_op_wait(z, &z->grad_work[i].op); }
-    zero_op_wait(z, &z->tied_op);
+    zero_op_wait(z, &z->tied.tied_op);
 }
 
 static void zero_free(ZeroEngine* z) {
@@ -99,11 +99,11 @@ static void zero_free(ZeroEngine* z) {
     free(z->params); free(z->grads); free(z->m); free(z->v);
     free(z->grad_ops); free(z->param_ops);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { free(z->param_work[i].data); free(z->grad_work[i].data); }
-    free(z->kept_count); free(z->kept_first); free(z->kept_ids);
-    if (z->tied_gather == NULL) free(z->kept_data); // stages 0, 1: it points into tied_gather
-    free(z->tied_gather); free(z->tied_unit); free(z->tied_early);
+    free(z->tied.kept_count); free(z->tied.kept_first); free(z->tied.kept_ids);
+    if (z->tied.tied_gather == NULL) free(z->tied.kept_data); // stages 0, 1: it points into tied_gather
+    free(z->tied.tied_gather); free(z->tied.tied_unit); free(z->tied.tied_early);
     zero_ring_forget(z);
-    free(z->ring_scratch);
+    free(z->ring.scratch);
 }
 // Stage 2/3: finish the reduce-scatter of a gradient working unit and add the rank's reduced
 // slice (shard_numel elements, where zero_reduce_scatter_result says) into its gradient shard;
@@ -210,13 +210,13 @@ static float* zero_grads_unit(ZeroEngine* z, int unit) {
     if (ZERO_STAGE >= 2) {
         ZeroWorkingUnit* w = zero_grad_work_acquire(z, unit);
         memset(w->data, 0, z->layout->units[unit].padded_numel * sizeof(float));
-        int count = z->kept_count[unit];
-        size_t row = (size_t)z->kept_row_len;
+        int count = z->tied.kept_count[unit];
+        size_t row = (size_t)z->tied.kept_row_len;
         for (int i = 0; i < count; i++) {
-            size_t k = z->kept_first[unit] + (size_t)i;
-            memcpy(w->data + (size_t)z->kept_ids[k] * row, z->kept_data + k * row, row * sizeof(float));
+            size_t k = z->tied.kept_first[unit] + (size_t)i;
+            memcpy(w->data + (size_t)z->tied.kept_ids[k] * row, z->tied.kept_data + k * row, row * sizeof(float));
         }
-        if (count > 0) { z->kept_count[unit] = 0; z->kept_pending--; }
+        if (count > 0) { z->tied.kept_count[unit] = 0; z->tied.kept_pending--; }
         return w->data;
     }
     if (zero_tied_pending(z, unit)) return zero_tied_encoder_buffer(z, unit);
@@ -230,7 +230,7 @@ static float* zero_grads_unit(ZeroEngine* z, int unit) {
 // rows) come through here, each a reduction of its own: their reduced slices add in the shard.
 static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
     const ParamUnit* u = &z->layout->units[unit];
-    if (z->measure_local_grad_norm) z->local_grad_norm_sq += norm_squared(w->data, u->padded_numel); // GNS small batch
+    if (z->gns.measure_local_grad_norm) z->gns.local_grad_norm_sq += norm_squared(w->data, u->padded_numel); // GNS small batch
     if (!zero_pp_grad_reduce_scatter(z, w, unit)) zero_op_reduce_scatter(z, &w->op, w->data, u->padded_numel, unit, "gradients");
     if (z->world_size == 1) zero_grad_work_finish(z, w); // nothing in flight: finish now
 }
@@ -250,7 +250,7 @@ static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
  */
 static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* rows, int count, int row_len, int last_micro_step) {
     if (ZERO_STAGE < 2) {
-        if (last_micro_step && z->tied_block_numel > 0) zero_tied_set_aside(z, unit, rows, count, row_len);
+        if (last_micro_step && z->tied.tied_block_numel > 0) zero_tied_set_aside(z, unit, rows, count, row_len);
         zero_progress(z);
         return;
     }
@@ -258,8 +258,8 @@ static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* row
     size_t first = zero_kept_rows_begin(z, w, unit, count, row_len), row = (size_t)row_len;
     for (int i = 0; i < count; i++) {
         size_t k = first + (size_t)i;
-        z->kept_ids[k] = rows[i];
-        memcpy(z->kept_data + k * row, w->data + (size_t)rows[i] * row, row * sizeof(float));
+        z->tied.kept_ids[k] = rows[i];
+        memcpy(z->tied.kept_data + k * row, w->data + (size_t)rows[i] * row, row * sizeof(float));
         memset(w->data + (size_t)rows[i] * row, 0, row * sizeof(float));
     }
     zero_kept_rows_end(z, unit, count);
@@ -281,9 +281,9 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
         zero_progress(z);
         return;
     }
-    if (z->measure_local_grad_norm && ZERO_STAGE < 2) { // GNS small batch, before the collective below
+    if (z->gns.measure_local_grad_norm && ZERO_STAGE < 2) { // GNS small batch, before the collective below
         const float* local = zero_gns_local_grads(z, unit);
-        if (local) z->local_grad_norm_sq += norm_squared(local, u->padded_numel);
+        if (local) z->gns.local_grad_norm_sq += norm_squared(local, u->padded_numel);
     }
     if (ZERO_STAGE < 2 && last_micro_step) {
         zero_grads_reduce_full(z, unit);
@@ -327,7 +327,7 @@ static void zero_step_begin(ZeroEngine* z, int step) {
     z->sent_elements_step = 0;
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;
-    z->local_grad_norm_sq = 0.0;
+    z->gns.local_grad_norm_sq = 0.0;
     zero_pp_step_begin(z);
     zero_grads_zero(z);
 }
@@ -419,112 +419,6 @@ static int zero_replicas_agree(ZeroEngine* z) {
         h = fnv1a64_words(z->v, z->layout->padded_numel, h);
     }
     return zero_all_ranks_equal_u64(z, h, "replica check");
-}
-
-/*
- * Optimizer step t (from 1) with learning rate lr, on the slices this rank owns:
- *   1. finish the gradient collectives (the exposed part of their time is measured here);
- *      stages 0, 1: add every rank's encoder rows of wte (zero/tied_rows/tied_rows_cpu.h)
- *   2. average: the reduced gradient is a sum over ranks; multiply by 1/world_size
- *   3. global gradient norm: squared norms of the owned slices, one scalar all-reduce
- *   4. clip coefficient, AdamW (weight decay on 2-D tensors only) on the owned slices
- *   5. stages 1, 2: all-gather each unit's updated parameters, waited on by the next forward
- * Returns the global norm before clipping.
- */
-static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr, int t) {
-    const ParamLayout* layout = z->layout;
-    int N = z->world_size;
-    // 1. Backward issued the reductions from the final unit down to the embedding: wait in that order.
-    for (int unit = layout->num_units - 1; unit >= 0; unit--) {
-        const ParamUnit* u = &layout->units[unit];
-        if (ZERO_STAGE == 0) zero_op_wait(z, &z->grad_ops[unit]);
-        if (ZERO_STAGE == 1) {
-            zero_op_wait(z, &z->grad_ops[unit]);
-            float* unit_grads = z->grads + u->offset, *own = unit_grads + (size_t)z->rank * u->shard_numel;
-            float* reduced = zero_reduce_scatter_result(z, unit_grads, u->padded_numel);
-            if (reduced != own) memmove(own, reduced, u->shard_numel * sizeof(float));
-        }
-    }
-    if (ZERO_STAGE <= 1) zero_tied_add_rows(z); // the encoder's wte rows of every rank (zero/tied_rows/tied_rows_cpu.h)
-    if (ZERO_STAGE >= 2) {
-        for (;;) { // oldest first: the order backward started them
-            ZeroWorkingUnit* oldest = NULL;
-            for (int i = 0; i < ZERO_WORKING_UNITS; i++)
-                if (z->grad_work[i].unit != -1 && (oldest == NULL || z->grad_work[i].age < oldest->age)) oldest = &z->grad_work[i];
-            if (oldest == NULL) break;
-            zero_grad_work_finish(z, oldest);
-        }
-    }
-    if (ZERO_STAGE == 3) { // gathered units are stale once the shard changes: free them
-        zero_param_work_start_gathers(z, NULL); // (none pending at a step's end; kept collective-safe)
-        for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
-            zero_op_wait(z, &z->param_work[i].op);
-            z->param_work[i].unit = -1;
-        }
-    }
-    // 2. Average over ranks.
-    if (N > 1) {
-        float inv_world = 1.0f / (float)N;
-        for (int unit = 0; unit < layout->num_units; unit++) {
-            size_t begin, end;
-            zero_update_range(z, unit, &begin, &end);
-            float* g = ZERO_STAGE == 0 ? z->grads + layout->units[unit].offset : zero_owned(z, z->grads, ZERO_BUF_GRADS, unit);
-            for (size_t i = 0; i < end - begin; i++) g[i] *= inv_world;
-        }
-    }
-    // 3. Global norm from the owned slices (stage 0 too: each rank sums its slice, then one
-    // scalar all-reduce), so every stage adds the same numbers in the same order.
-    double norm_sq = 0.0;
-    for (int unit = 0; unit < layout->num_units; unit++)
-        norm_sq += norm_squared(zero_owned(z, z->grads, ZERO_BUF_GRADS, unit), layout->units[unit].shard_numel);
-    // The same all-reduce carries the GNS meter's local squared norm (0 when not measured), so
-    // the meter costs no extra collective: [owned slices' sum, this rank's local norm^2], summed.
-    double sums[2] = {norm_sq, z->local_grad_norm_sq};
-    zero_all_reduce_sum_doubles(z, sums, 2, "grad norm");
-    norm_sq = sums[0];
-    z->grad_norm_sq = norm_sq;
-    z->local_grad_norm_sq_mean = sums[1] / N;
-    float norm = (float)sqrt(norm_sq);
-    // 4. Clip coefficient as torch.nn.utils.clip_grad_norm_ computes it: max_norm / (norm + 1e-6), capped at 1.
-    float clip_coef = opt->grad_clip > 0.0f ? opt->grad_clip / (norm + 1e-6f) : 1.0f;
-    float grad_scale = clip_coef < 1.0f ? clip_coef : 1.0f;
-    for (int i = 0; i < layout->num_units; i++) {
-        int unit = zero_unit_in_use_order(layout, i);
-        const ParamUnit* u = &layout->units[unit];
-        size_t begin, end;
-        zero_update_range(z, unit, &begin, &end);
-        // Each buffer's element `begin` of this unit, full or shard as the stage stores it.
-        float* p0 = ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset + begin;
-        float* g0 = ZERO_STAGE >= 2 ? zero_owned(z, z->grads, ZERO_BUF_GRADS, unit) : z->grads + u->offset + begin;
-        float* m0 = ZERO_STAGE >= 1 ? zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit) : z->m + u->offset + begin;
-        float* v0 = ZERO_STAGE >= 1 ? zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit) : z->v + u->offset + begin;
-        // The slice in pieces: one, unless -zo/-zp nvme streams it from the disk piece by piece.
-        for (int k = 0; k < zero_offload_unit_pieces(z, unit); k++) {
-            size_t lo, hi;
-            zero_offload_piece_range(z, unit, k, &lo, &hi);
-            if (ZERO_STAGE == 0) hi = end - begin; // (stage 0 has no offload: one piece, the whole unit)
-            float *p = p0 ? p0 + lo : NULL, *g = g0 + lo, *m = m0 ? m0 + lo : NULL, *v = v0 ? v0 + lo : NULL;
-            void* region[ZERO_NUM_REGIONS] = {p, NULL, m, v};
-            zero_offload_piece_begin(z, unit, k, region); // nvme: the staged copies, read and checked
-            p = (float*)region[ZERO_REGION_PARAMS], m = (float*)region[ZERO_REGION_M], v = (float*)region[ZERO_REGION_V];
-            for (int ti = 0; ti < u->num_tensors; ti++) {
-                const ParamTensor* pt = &layout->tensors[u->first_tensor + ti];
-                size_t first;
-                size_t len = zero_tensor_overlap(pt, begin + lo, begin + hi, &first);
-                if (len == 0) continue;
-                size_t o = first - begin - lo;
-                float wd = pt->ndim == 2 ? opt->weight_decay : 0.0f;
-                adamw_update(p + o, g + o, m + o, v + o, len, lr, opt->beta1, opt->beta2, opt->eps, wd, grad_scale, t);
-            }
-            zero_offload_piece_end(z, unit, k); // written back while the next pieces update
-        }
-        // 5. All-gather in place: this rank's updated shard_numel slice out, the unit's
-        // padded_numel parameters in; the next forward waits for it when it reaches this unit.
-        if (ZERO_STAGE == 1 || ZERO_STAGE == 2)
-            zero_op_all_gather(z, &z->param_ops[unit], NULL, z->params + u->offset, u->padded_numel, unit, "parameters");
-        zero_progress(z);
-    }
-    return norm;
 }
 
 #endif // !ZERO_GPU_BUILD

@@ -111,22 +111,22 @@ static const ZeroFloat* zero_gns_local_grads(ZeroEngine* z, int unit) {
 // arena (zero_reserve_kept_rows); returns the arena row where its `count` rows go. End: counts
 // them (they go back in zero_grads_unit when the encoder asks for the unit again).
 static size_t zero_kept_rows_begin(ZeroEngine* z, const ZeroWorkingUnit* w, int unit, int count, int row_len) {
-    if (w == NULL || row_len != z->kept_row_len || z->kept_count[unit] != 0) {
+    if (w == NULL || row_len != z->tied.kept_row_len || z->tied.kept_count[unit] != 0) {
         fprintf(stderr, "error: internal: unit %d marked partly ready without a gradient working unit, rows of %d, or twice\n", unit, row_len);
         zero_abort_all_ranks(1);
     }
-    if (z->kept_pending == 0) z->kept_used = 0; // every set-aside row went back: the arena is free
-    if (z->kept_used + (size_t)count > z->kept_capacity) {
-        fprintf(stderr, "error: internal: %zu kept wte rows exceed the %zu reserved (zero_reserve_kept_rows)\n", z->kept_used + count, z->kept_capacity);
+    if (z->tied.kept_pending == 0) z->tied.kept_used = 0; // every set-aside row went back: the arena is free
+    if (z->tied.kept_used + (size_t)count > z->tied.kept_capacity) {
+        fprintf(stderr, "error: internal: %zu kept wte rows exceed the %zu reserved (zero_reserve_kept_rows)\n", z->tied.kept_used + count, z->tied.kept_capacity);
         zero_abort_all_ranks(1);
     }
-    z->kept_first[unit] = z->kept_used;
-    return z->kept_used;
+    z->tied.kept_first[unit] = z->tied.kept_used;
+    return z->tied.kept_used;
 }
 
 static void zero_kept_rows_end(ZeroEngine* z, int unit, int count) {
-    z->kept_used += (size_t)count;
-    if (count > 0) { z->kept_count[unit] = count; z->kept_pending++; }
+    z->tied.kept_used += (size_t)count;
+    if (count > 0) { z->tied.kept_count[unit] = count; z->tied.kept_pending++; }
 }
 
 #endif // ZERO_WORK_UNITS_H

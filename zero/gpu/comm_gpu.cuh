@@ -112,7 +112,7 @@ static void zero_abort_device_comm(void) {
     ZeroEngine* z = zero_active_engine;
     zero_active_engine = NULL; // once: ncclCommAbort itself may fail and call back here
     if (z != NULL) zero_pp_abort_comms(z); // ZeRO++'s group communicators (zero/zeropp/zeropp_gpu.cuh)
-    if (z != NULL && z->nccl != NULL) ncclCommAbort(z->nccl);
+    if (z != NULL && z->gpu.nccl != NULL) ncclCommAbort(z->gpu.nccl);
 #endif
 }
 
@@ -126,9 +126,9 @@ static void zero_nccl_error_abort(void) { zero_abort_all_ranks(1); }
 // NCCL's asynchronous error state (a peer vanished, a network error): one line, then abort.
 static void zero_check_comm_error(ZeroEngine* z) {
 #if !ZERO_COMM_MPI
-    if (z->nccl == NULL) return;
+    if (z->gpu.nccl == NULL) return;
     ncclResult_t state = ncclSuccess;
-    NCCL_CHECK(ncclCommGetAsyncError(z->nccl, &state));
+    NCCL_CHECK(ncclCommGetAsyncError(z->gpu.nccl, &state));
     if (state != ncclSuccess && state != ncclInProgress) {
         fprintf(stderr, "error: rank %d: NCCL reports %s at step %d; expected every rank's collectives to complete; aborting all ranks\n",
                 z->rank, ncclGetErrorString(state), z->step);
@@ -202,8 +202,8 @@ static void zero_device_wait(ZeroEngine* z, cudaEvent_t event, const char* what)
 
 // The host waits for everything queued so far on `stream` (timed).
 static void zero_stream_synchronize(ZeroEngine* z, cudaStream_t stream, const char* what) {
-    CUDA_CHECK(cudaEventRecord(z->host_mark, stream));
-    zero_device_wait(z, z->host_mark, what);
+    CUDA_CHECK(cudaEventRecord(z->gpu.host_mark, stream));
+    zero_device_wait(z, z->gpu.host_mark, what);
 }
 
 // `waiter` runs nothing more until everything queued so far on `producer` is done.
@@ -219,11 +219,11 @@ static void zero_stream_after(cudaStream_t waiter, cudaStream_t producer, cudaEv
 // (zero_stall_collect), in the current step's half of the pairs (stall_base). Past
 // stall_capacity pairs in one step the waits go untimed.
 static void zero_compute_wait(ZeroEngine* z, cudaEvent_t event) {
-    int k = z->stall_count < z->stall_capacity ? z->stall_base + z->stall_count++ : -1;
+    int k = z->gpu.stall_count < z->gpu.stall_capacity ? z->gpu.stall_base + z->gpu.stall_count++ : -1;
     int traced = zero_trace_device_wait_begin(z); // -tr: this wait on the timeline (zero/trace/trace.h)
-    if (k >= 0) CUDA_CHECK(cudaEventRecord(z->stall_begin[k], z->compute));
-    CUDA_CHECK(cudaStreamWaitEvent(z->compute, event, 0));
-    if (k >= 0) CUDA_CHECK(cudaEventRecord(z->stall_end[k], z->compute));
+    if (k >= 0) CUDA_CHECK(cudaEventRecord(z->gpu.stall_begin[k], z->gpu.compute));
+    CUDA_CHECK(cudaStreamWaitEvent(z->gpu.compute, event, 0));
+    if (k >= 0) CUDA_CHECK(cudaEventRecord(z->gpu.stall_end[k], z->gpu.compute));
     zero_trace_device_wait_end(z, traced);
 }
 
@@ -238,7 +238,7 @@ static double zero_stall_collect(ZeroEngine* z, int base, int count) {
     double seconds = 0.0;
     for (int k = base; k < base + count; k++) {
         float ms = 0.0f;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, z->stall_begin[k], z->stall_end[k]));
+        CUDA_CHECK(cudaEventElapsedTime(&ms, z->gpu.stall_begin[k], z->gpu.stall_end[k]));
         seconds += ms / 1000.0;
     }
     return seconds;
@@ -250,8 +250,8 @@ static void zero_device_progress(ZeroEngine* z) { zero_check_comm_error(z); }
 // Everything queued on the compute stream, including what it waits for on the comm stream,
 // is done: the host may read device results (losses, logits). Timed like every host wait.
 static void zero_device_synchronize(ZeroEngine* z, const char* what) {
-    zero_stream_after(z->compute, z->comm, z->comm_mark);
-    zero_stream_synchronize(z, z->compute, what);
+    zero_stream_after(z->gpu.compute, z->gpu.comm, z->gpu.comm_mark);
+    zero_stream_synchronize(z, z->gpu.compute, what);
 }
 
 // ============================================================================================
@@ -263,21 +263,21 @@ static void zero_device_synchronize(ZeroEngine* z, const char* what) {
 static void zero_device_op_begin(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, int unit, const char* what, long long sent) {
     op->kind = ZERO_OP_NONE;
     zero_op_begin(z, op, kind, unit, what, sent);
-    op->issued = ++z->ops_issued;
+    op->issued = ++z->gpu.ops_issued;
     op->step = z->step;
 }
 
 // Host buffers of one unit (the largest), for set-up, checkpoints and the MPI backend.
 static void zero_host_staging(ZeroEngine* z, float** host_float, bf16** host_bf16) {
-    if (z->host_float == NULL) {
+    if (z->gpu.host_float == NULL) {
         size_t n = 0;
         for (int u = 0; u < z->layout->num_units; u++)
             if (z->layout->units[u].padded_numel > n) n = z->layout->units[u].padded_numel;
-        z->host_float = (float*)zero_calloc(n, sizeof(float), "host staging (fp32 unit)");
-        z->host_bf16 = (bf16*)zero_calloc(n, sizeof(bf16), "host staging (bf16 unit)");
+        z->gpu.host_float = (float*)zero_calloc(n, sizeof(float), "host staging (fp32 unit)");
+        z->gpu.host_bf16 = (bf16*)zero_calloc(n, sizeof(bf16), "host staging (bf16 unit)");
     }
-    if (host_float) *host_float = z->host_float;
-    if (host_bf16) *host_bf16 = z->host_bf16;
+    if (host_float) *host_float = z->gpu.host_float;
+    if (host_bf16) *host_bf16 = z->gpu.host_bf16;
 }
 
 #if ZERO_COMM_MPI
@@ -292,7 +292,7 @@ static void zero_host_staged_collective(ZeroEngine* z, ZeroOpKind kind, const bf
     // Down: the whole unit (all-reduce, reduce-scatter) or this rank's slice (all-gather).
     size_t down_at = kind == ZERO_OP_ALL_GATHER ? first : 0, down_n = kind == ZERO_OP_ALL_GATHER ? shard : n;
     const bf16* src = kind == ZERO_OP_ALL_GATHER && mine != NULL ? mine : buf + down_at;
-    zero_stream_synchronize(z, z->comm, what); // the input is ready once the comm stream's queue is
+    zero_stream_synchronize(z, z->gpu.comm, what); // the input is ready once the comm stream's queue is
     CUDA_CHECK(cudaMemcpy(host_half, src, down_n * sizeof(bf16), cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < down_n; i++) host[down_at + i] = __bfloat162float(host_half[i]);
     ZeroOp op = {.kind = ZERO_OP_NONE};
@@ -304,8 +304,8 @@ static void zero_host_staged_collective(ZeroEngine* z, ZeroOpKind kind, const bf
     // leaves it (zero_reduce_scatter_result) to its own place as NCCL's in-place reduce-scatter would.
     size_t up_from = kind == ZERO_OP_REDUCE_SCATTER ? (size_t)(zero_reduce_scatter_result(z, host, n) - host) : 0, up_to = kind == ZERO_OP_REDUCE_SCATTER ? first : 0, up_n = kind == ZERO_OP_REDUCE_SCATTER ? shard : n;
     for (size_t i = 0; i < up_n; i++) host_half[i] = __float2bfloat16(host[up_from + i]);
-    CUDA_CHECK(cudaMemcpyAsync(buf + up_to, host_half, up_n * sizeof(bf16), cudaMemcpyHostToDevice, z->comm));
-    zero_stream_synchronize(z, z->comm, what); // host_half is reused by the next collective
+    CUDA_CHECK(cudaMemcpyAsync(buf + up_to, host_half, up_n * sizeof(bf16), cudaMemcpyHostToDevice, z->gpu.comm));
+    zero_stream_synchronize(z, z->gpu.comm, what); // host_half is reused by the next collective
 }
 #endif
 
@@ -331,7 +331,7 @@ static void zero_device_collective(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, c
     int traced = N > 1 ? zero_trace_device_collective_begin(z) : -1; // -tr: its span on the timeline
     if (N == 1) {
         if (kind == ZERO_OP_ALL_GATHER && mine != NULL && mine != own)
-            CUDA_CHECK(cudaMemcpyAsync(own, mine, shard * sizeof(bf16), cudaMemcpyDeviceToDevice, z->comm));
+            CUDA_CHECK(cudaMemcpyAsync(own, mine, shard * sizeof(bf16), cudaMemcpyDeviceToDevice, z->gpu.comm));
     } else {
 #if ZERO_COMM_MPI
         zero_host_staged_collective(z, kind, mine, buf, n, unit, what); // counted by zero_op_*
@@ -339,14 +339,14 @@ static void zero_device_collective(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, c
 #else
         zero_device_op_begin(z, op, kind, unit, what, sent);
         if (kind == ZERO_OP_ALL_REDUCE)
-            NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclBfloat16, ncclSum, z->nccl, z->comm));
+            NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclBfloat16, ncclSum, z->gpu.nccl, z->gpu.comm));
         else if (kind == ZERO_OP_REDUCE_SCATTER)
-            NCCL_CHECK(ncclReduceScatter(buf, own, shard, ncclBfloat16, ncclSum, z->nccl, z->comm));
+            NCCL_CHECK(ncclReduceScatter(buf, own, shard, ncclBfloat16, ncclSum, z->gpu.nccl, z->gpu.comm));
         else
-            NCCL_CHECK(ncclAllGather(mine != NULL ? mine : own, buf, shard, ncclBfloat16, z->nccl, z->comm));
+            NCCL_CHECK(ncclAllGather(mine != NULL ? mine : own, buf, shard, ncclBfloat16, z->gpu.nccl, z->gpu.comm));
 #endif
     }
-    CUDA_CHECK(cudaEventRecord(op->done, z->comm));
+    CUDA_CHECK(cudaEventRecord(op->done, z->gpu.comm));
     zero_trace_device_collective_end(z, traced, kind, unit, sent, what);
 }
 
@@ -364,23 +364,23 @@ static void zero_device_all_reduce_floats(ZeroEngine* z, float* x, int n, const 
     float staged[8];
     double sums[8];
     if (n > 8) { fprintf(stderr, "error: internal: zero_device_all_reduce_floats of %d > 8 floats\n", n); zero_abort_all_ranks(1); }
-    CUDA_CHECK(cudaMemcpyAsync(staged, x, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, z->compute));
-    zero_stream_synchronize(z, z->compute, what);
+    CUDA_CHECK(cudaMemcpyAsync(staged, x, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, z->gpu.compute));
+    zero_stream_synchronize(z, z->gpu.compute, what);
     for (int i = 0; i < n; i++) sums[i] = staged[i];
     zero_all_reduce_sum_doubles(z, sums, n, what);
     for (int i = 0; i < n; i++) staged[i] = (float)sums[i];
-    CUDA_CHECK(cudaMemcpyAsync(x, staged, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, z->compute));
-    zero_stream_synchronize(z, z->compute, what); // staged is on this stack frame
+    CUDA_CHECK(cudaMemcpyAsync(x, staged, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, z->gpu.compute));
+    zero_stream_synchronize(z, z->gpu.compute, what); // staged is on this stack frame
 #else
     (void)what;
     z->scalar_all_reduces_step++;
-    zero_stream_after(z->comm, z->compute, z->compute_mark);
+    zero_stream_after(z->gpu.comm, z->gpu.compute, z->gpu.compute_mark);
     int traced = zero_trace_device_collective_begin(z); // -tr: its span and the wait for it
-    NCCL_CHECK(ncclAllReduce(x, x, (size_t)n, ncclFloat32, ncclSum, z->nccl, z->comm));
-    CUDA_CHECK(cudaEventRecord(z->comm_mark, z->comm));
+    NCCL_CHECK(ncclAllReduce(x, x, (size_t)n, ncclFloat32, ncclSum, z->gpu.nccl, z->gpu.comm));
+    CUDA_CHECK(cudaEventRecord(z->gpu.comm_mark, z->gpu.comm));
     zero_trace_device_collective_end(z, traced, ZERO_OP_SCALAR_ALL_REDUCE, -1, 0, what);
     zero_trace_device_wait_label(ZERO_OP_SCALAR_ALL_REDUCE, -1);
-    zero_compute_wait(z, z->comm_mark);
+    zero_compute_wait(z, z->gpu.comm_mark);
 #endif
 }
 

@@ -15,7 +15,7 @@
  *     collective, the result back into fp32); stages 2, 3 add each micro-step's reduced slice
  *     into an fp32 shard. Bytes per rank: zero_state_bytes_formula_mixed (2Ψ+(2+4)Ψ+12Ψ at
  *     stage 0 ... (2+4+12)Ψ/N at stage 3);
- *   - the model's kernels run on z->compute, every bulk collective on z->comm. A collective
+ *   - the model's kernels run on z->gpu.compute, every bulk collective on z->gpu.comm. A collective
  *     starts behind an event recorded on the stream that produced its input, and records its
  *     own event (op->done); whoever reads the result makes its stream wait on that event
  *     (zero_compute_wait_op). Where the CPU engine's host blocks on an MPI request, the GPU
@@ -98,8 +98,8 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     z->rank = rank;
     z->world_size = world_size;
     z->timeout_s = 300.0f;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&z->compute, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&z->comm, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&z->gpu.compute, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&z->gpu.comm, cudaStreamNonBlocking));
     size_t params_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_PARAMS, 1);
     size_t grads_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_GRADS, 1); // fp32: full or shard
     size_t grads_bf16_n = ZERO_STAGE <= 1 ? layout->padded_numel : 0;          // one micro-step (stages 2, 3: working units)
@@ -108,9 +108,9 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     int host_optimizer = zero_offload_gpu_host_optimizer(z), params_off = zero_offload_gpu_params_off(z);
     if (!params_off) z->params = (bf16*)zero_device_calloc(params_n, sizeof(bf16), "parameters (bf16)");
     z->grads = (bf16*)zero_device_calloc(grads_bf16_n, sizeof(bf16), "gradients (bf16, one micro-step)");
-    z->grads_fp32 = (float*)zero_device_calloc(grads_n, sizeof(float), "gradients (fp32, accumulated)");
+    z->gpu.grads_fp32 = (float*)zero_device_calloc(grads_n, sizeof(float), "gradients (fp32, accumulated)");
     if (!host_optimizer) {
-        z->master = (float*)zero_device_calloc(zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_MASTER, 1), sizeof(float), "master weights");
+        z->gpu.master = (float*)zero_device_calloc(zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_MASTER, 1), sizeof(float), "master weights");
         z->m = (float*)zero_device_calloc(state_n, sizeof(float), "Adam m");
         z->v = (float*)zero_device_calloc(state_n, sizeof(float), "Adam v");
     }
@@ -118,10 +118,10 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     z->bytes_grads = zero_grads_bytes(layout, ZERO_STAGE, 1); // = grads_bf16_n bf16 + grads_n fp32 (zero/layout.h)
     z->bytes_optimizer = 3 * state_n * sizeof(float);
     int n = layout->num_units;
-    z->grad_folds = (int*)zero_calloc((size_t)n, sizeof(int), "gradient accumulation counts");
-    z->grad_open = (int*)zero_calloc((size_t)n, sizeof(int), "gradient requests");
-    z->grad_fold_done = (cudaEvent_t*)zero_calloc((size_t)n, sizeof(cudaEvent_t), "gradient accumulation events");
-    for (int u = 0; u < n; u++) CUDA_CHECK(cudaEventCreateWithFlags(&z->grad_fold_done[u], cudaEventDisableTiming));
+    z->gpu.grad_folds = (int*)zero_calloc((size_t)n, sizeof(int), "gradient accumulation counts");
+    z->gpu.grad_open = (int*)zero_calloc((size_t)n, sizeof(int), "gradient requests");
+    z->gpu.grad_fold_done = (cudaEvent_t*)zero_calloc((size_t)n, sizeof(cudaEvent_t), "gradient accumulation events");
+    for (int u = 0; u < n; u++) CUDA_CHECK(cudaEventCreateWithFlags(&z->gpu.grad_fold_done[u], cudaEventDisableTiming));
     if (ZERO_STAGE <= 1) {
         z->grad_ops = (ZeroOp*)zero_calloc((size_t)n, sizeof(ZeroOp), "gradient collectives");
         for (int u = 0; u < n; u++) zero_op_init(&z->grad_ops[u]);
@@ -149,32 +149,32 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
         }
     }
     z->bytes_working = zero_working_numel(layout, ZERO_STAGE) * sizeof(bf16);
-    z->kept_count = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row counts");
-    z->kept_first = (size_t*)zero_calloc((size_t)n, sizeof(size_t), "kept-row offsets");
-    z->kept_tokens = (const int**)zero_calloc((size_t)n, sizeof(int*), "kept-row tokens");
-    z->kept_row0 = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row offsets");
-    CUDA_CHECK(cudaEventCreateWithFlags(&z->compute_mark, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&z->comm_mark, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&z->host_mark, cudaEventDisableTiming));
+    z->tied.kept_count = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row counts");
+    z->tied.kept_first = (size_t*)zero_calloc((size_t)n, sizeof(size_t), "kept-row offsets");
+    z->tied.kept_tokens = (const int**)zero_calloc((size_t)n, sizeof(int*), "kept-row tokens");
+    z->tied.kept_row0 = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row offsets");
+    CUDA_CHECK(cudaEventCreateWithFlags(&z->gpu.compute_mark, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&z->gpu.comm_mark, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&z->gpu.host_mark, cudaEventDisableTiming));
     // Stall timers: a step waits at most about 3 times per unit (stage 3: gather before forward
     // and before backward, reduce-scatter of a working unit) plus the optimizer's waits; one set
     // per step slot (one step's are read while the next one's are recorded).
-    z->stall_capacity = 4 * layout->num_units + 8;
-    z->stall_count = 0;
-    z->stall_base = 0;
-    z->stall_begin = (cudaEvent_t*)malloc((size_t)ZERO_STEP_SLOTS * z->stall_capacity * sizeof(cudaEvent_t));
-    z->stall_end = (cudaEvent_t*)malloc((size_t)ZERO_STEP_SLOTS * z->stall_capacity * sizeof(cudaEvent_t));
-    if (z->stall_begin == NULL || z->stall_end == NULL) { fprintf(stderr, "error: out of host memory (stall timers)\n"); exit(1); }
-    for (int k = 0; k < ZERO_STEP_SLOTS * z->stall_capacity; k++) {
-        CUDA_CHECK(cudaEventCreate(&z->stall_begin[k]));
-        CUDA_CHECK(cudaEventCreate(&z->stall_end[k]));
+    z->gpu.stall_capacity = 4 * layout->num_units + 8;
+    z->gpu.stall_count = 0;
+    z->gpu.stall_base = 0;
+    z->gpu.stall_begin = (cudaEvent_t*)malloc((size_t)ZERO_STEP_SLOTS * z->gpu.stall_capacity * sizeof(cudaEvent_t));
+    z->gpu.stall_end = (cudaEvent_t*)malloc((size_t)ZERO_STEP_SLOTS * z->gpu.stall_capacity * sizeof(cudaEvent_t));
+    if (z->gpu.stall_begin == NULL || z->gpu.stall_end == NULL) { fprintf(stderr, "error: out of host memory (stall timers)\n"); exit(1); }
+    for (int k = 0; k < ZERO_STEP_SLOTS * z->gpu.stall_capacity; k++) {
+        CUDA_CHECK(cudaEventCreate(&z->gpu.stall_begin[k]));
+        CUDA_CHECK(cudaEventCreate(&z->gpu.stall_end[k]));
     }
     // norm_device[0]: squared norm of the owned slices; [1]: the GNS meter's local squared norm.
-    z->norm_device = (float*)zero_device_calloc(2, sizeof(float), "gradient norms");
-    z->norm_scratch = (float*)zero_device_calloc(GLOBAL_NORM_BLOCKS, sizeof(float), "gradient norm scratch");
-    z->grad_scale_device = (float*)zero_device_calloc(1, sizeof(float), "gradient scale");
+    z->gpu.norm_device = (float*)zero_device_calloc(2, sizeof(float), "gradient norms");
+    z->gpu.norm_scratch = (float*)zero_device_calloc(GLOBAL_NORM_BLOCKS, sizeof(float), "gradient norm scratch");
+    z->gpu.grad_scale_device = (float*)zero_device_calloc(1, sizeof(float), "gradient scale");
     for (int k = 0; k < ZERO_STEP_SLOTS; k++) {
-        ZeroStepSlot* slot = &z->step_slots[k];
+        ZeroStepSlot* slot = &z->gpu.step_slots[k];
         CUDA_CHECK(cudaEventCreate(&slot->begin));
         CUDA_CHECK(cudaEventCreate(&slot->done));
         CUDA_CHECK(cudaMallocHost((void**)&slot->norm_host, 2 * sizeof(float)));
@@ -186,14 +186,14 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     // against: finish them before any engine or model work.
     CUDA_CHECK(cudaDeviceSynchronize());
 #if !ZERO_COMM_MPI
-    z->nccl = NULL;
+    z->gpu.nccl = NULL;
     nccl_check_rank = rank;
     nccl_check_abort = zero_nccl_error_abort;
     if (world_size > 1) {
         ncclUniqueId id;
         if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
         zero_startup_bcast(&id, sizeof(id), "the NCCL id from rank 0"); // bounded by -wt (zero/cluster/handshake.h)
-        NCCL_CHECK(ncclCommInitRank(&z->nccl, world_size, id, rank));
+        NCCL_CHECK(ncclCommInitRank(&z->gpu.nccl, world_size, id, rank));
     }
 #endif
     zero_active_engine = z;
@@ -216,18 +216,18 @@ static void zero_free(ZeroEngine* z) {
     zero_offload_free(z);
     zero_pp_free(z);
 #if !ZERO_COMM_MPI
-    if (z->nccl != NULL) NCCL_CHECK(ncclCommDestroy(z->nccl));
-    z->nccl = NULL;
+    if (z->gpu.nccl != NULL) NCCL_CHECK(ncclCommDestroy(z->gpu.nccl));
+    z->gpu.nccl = NULL;
 #endif
     zero_active_engine = NULL;
-    CUDA_CHECK(cudaFree(z->params)); CUDA_CHECK(cudaFree(z->grads)); CUDA_CHECK(cudaFree(z->grads_fp32));
-    CUDA_CHECK(cudaFree(z->master)); CUDA_CHECK(cudaFree(z->m)); CUDA_CHECK(cudaFree(z->v));
+    CUDA_CHECK(cudaFree(z->params)); CUDA_CHECK(cudaFree(z->grads)); CUDA_CHECK(cudaFree(z->gpu.grads_fp32));
+    CUDA_CHECK(cudaFree(z->gpu.master)); CUDA_CHECK(cudaFree(z->m)); CUDA_CHECK(cudaFree(z->v));
     int n = z->layout->num_units;
     for (int u = 0; z->grad_ops && u < n; u++) CUDA_CHECK(cudaEventDestroy(z->grad_ops[u].done));
     for (int u = 0; z->param_ops && u < n; u++) CUDA_CHECK(cudaEventDestroy(z->param_ops[u].done));
     free(z->grad_ops); free(z->param_ops);
-    for (int u = 0; u < n; u++) CUDA_CHECK(cudaEventDestroy(z->grad_fold_done[u]));
-    free(z->grad_folds); free(z->grad_open); free(z->grad_fold_done);
+    for (int u = 0; u < n; u++) CUDA_CHECK(cudaEventDestroy(z->gpu.grad_fold_done[u]));
+    free(z->gpu.grad_folds); free(z->gpu.grad_open); free(z->gpu.grad_fold_done);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
         ZeroWorkingUnit* units[2] = {&z->param_work[i], &z->grad_work[i]};
         for (int k = 0; k < 2; k++) {
@@ -236,26 +236,26 @@ static void zero_free(ZeroEngine* z) {
             CUDA_CHECK(cudaEventDestroy(units[k]->released));
         }
     }
-    CUDA_CHECK(cudaEventDestroy(z->compute_mark)); CUDA_CHECK(cudaEventDestroy(z->comm_mark));
-    CUDA_CHECK(cudaEventDestroy(z->host_mark));
-    for (int k = 0; k < ZERO_STEP_SLOTS * z->stall_capacity; k++) {
-        CUDA_CHECK(cudaEventDestroy(z->stall_begin[k]));
-        CUDA_CHECK(cudaEventDestroy(z->stall_end[k]));
+    CUDA_CHECK(cudaEventDestroy(z->gpu.compute_mark)); CUDA_CHECK(cudaEventDestroy(z->gpu.comm_mark));
+    CUDA_CHECK(cudaEventDestroy(z->gpu.host_mark));
+    for (int k = 0; k < ZERO_STEP_SLOTS * z->gpu.stall_capacity; k++) {
+        CUDA_CHECK(cudaEventDestroy(z->gpu.stall_begin[k]));
+        CUDA_CHECK(cudaEventDestroy(z->gpu.stall_end[k]));
     }
-    free(z->stall_begin); free(z->stall_end);
-    CUDA_CHECK(cudaFree(z->norm_device)); CUDA_CHECK(cudaFree(z->norm_scratch)); CUDA_CHECK(cudaFree(z->grad_scale_device));
+    free(z->gpu.stall_begin); free(z->gpu.stall_end);
+    CUDA_CHECK(cudaFree(z->gpu.norm_device)); CUDA_CHECK(cudaFree(z->gpu.norm_scratch)); CUDA_CHECK(cudaFree(z->gpu.grad_scale_device));
     for (int k = 0; k < ZERO_STEP_SLOTS; k++) {
-        CUDA_CHECK(cudaEventDestroy(z->step_slots[k].begin));
-        CUDA_CHECK(cudaEventDestroy(z->step_slots[k].done));
-        CUDA_CHECK(cudaFreeHost(z->step_slots[k].norm_host));
+        CUDA_CHECK(cudaEventDestroy(z->gpu.step_slots[k].begin));
+        CUDA_CHECK(cudaEventDestroy(z->gpu.step_slots[k].done));
+        CUDA_CHECK(cudaFreeHost(z->gpu.step_slots[k].norm_host));
     }
-    adamw_plan_free(&z->adamw_plan);
-    free(z->adamw_unit_chunks);
-    free(z->host_float); free(z->host_bf16); free(z->ring_scratch);
-    free(z->kept_count); free(z->kept_first); free(z->kept_tokens); free(z->kept_row0);
-    CUDA_CHECK(cudaFree(z->kept_data));
-    CUDA_CHECK(cudaStreamDestroy(z->compute));
-    CUDA_CHECK(cudaStreamDestroy(z->comm));
+    adamw_plan_free(&z->gpu.adamw_plan);
+    free(z->gpu.adamw_unit_chunks);
+    free(z->gpu.host_float); free(z->gpu.host_bf16); free(z->ring.scratch);
+    free(z->tied.kept_count); free(z->tied.kept_first); free(z->tied.kept_tokens); free(z->tied.kept_row0);
+    CUDA_CHECK(cudaFree(z->tied.kept_data));
+    CUDA_CHECK(cudaStreamDestroy(z->gpu.compute));
+    CUDA_CHECK(cudaStreamDestroy(z->gpu.comm));
 }
 
 // This rank's slice of a unit in a bf16 buffer (params, grads), as zero_owned for fp32 ones.
@@ -280,13 +280,13 @@ static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
     if (w == NULL) return NULL;
     const ParamUnit* u = &z->layout->units[unit];
     // The gather overwrites the working unit: after the compute stream's last read of it.
-    CUDA_CHECK(cudaStreamWaitEvent(z->comm, w->released, 0));
+    CUDA_CHECK(cudaStreamWaitEvent(z->gpu.comm, w->released, 0));
     if (zero_offload_gpu_params_off(z)) { // -zp: the slice comes up from the host into its place first
         zero_offload_gpu_params_up(z, unit, w->data + (size_t)z->rank * u->shard_numel);
         zero_device_collective(z, &w->op, ZERO_OP_ALL_GATHER, NULL, w->data, u->padded_numel, unit, "parameters");
         return w;
     }
-    if (zero_offload_gpu_host_optimizer(z)) CUDA_CHECK(cudaStreamWaitEvent(z->comm, z->params_up[unit], 0)); // -zo: the update is up
+    if (zero_offload_gpu_host_optimizer(z)) CUDA_CHECK(cudaStreamWaitEvent(z->gpu.comm, z->gpu.params_up[unit], 0)); // -zo: the update is up
     if (zero_pp_device_param_gather(z, w, unit)) return w; // ZeRO++: qwZ packets, hpZ's group gather (zero/zeropp/zeropp_gpu.cuh)
     // All-gather: shard_numel elements from each rank's parameter shard into the working unit
     // (padded_numel elements), so every rank holds the whole unit until zero_params_unit_done.
@@ -328,7 +328,7 @@ static void zero_params_unit_done(ZeroEngine* z, int unit) {
     if (ZERO_STAGE == 3) {
         ZeroWorkingUnit* w = zero_work_find(z->param_work, unit);
         if (w != NULL) {
-            CUDA_CHECK(cudaEventRecord(w->released, z->compute));
+            CUDA_CHECK(cudaEventRecord(w->released, z->gpu.compute));
             w->unit = -1;
         }
     }
@@ -342,9 +342,9 @@ static void zero_params_unit_done(ZeroEngine* z, int unit) {
  */
 static void zero_reserve_kept_rows(ZeroEngine* z, size_t max_rows, int row_len) {
     if (ZERO_STAGE < 2) return;
-    z->kept_data = (bf16*)zero_device_calloc(max_rows * (size_t)row_len, sizeof(bf16), "kept wte gradient rows");
-    z->kept_capacity = max_rows;
-    z->kept_row_len = row_len;
+    z->tied.kept_data = (bf16*)zero_device_calloc(max_rows * (size_t)row_len, sizeof(bf16), "kept wte gradient rows");
+    z->tied.kept_capacity = max_rows;
+    z->tied.kept_row_len = row_len;
     z->bytes_working += zero_kept_rows_bytes(ZERO_STAGE, max_rows, row_len, 1); // zero/layout.h
 }
 
@@ -365,21 +365,21 @@ static bf16* zero_grads_unit(ZeroEngine* z, int unit) {
     if (ZERO_STAGE >= 2) {
         ZeroWorkingUnit* w = zero_grad_work_acquire(z, unit); // the policy shared with the CPU engine
         buffer = w->data; // finished: compute waited for its last reduce-scatter and addition
-        CUDA_CHECK(cudaMemsetAsync(buffer, 0, z->layout->units[unit].padded_numel * sizeof(bf16), z->compute));
-        int count = z->kept_count[unit];
+        CUDA_CHECK(cudaMemsetAsync(buffer, 0, z->layout->units[unit].padded_numel * sizeof(bf16), z->gpu.compute));
+        int count = z->tied.kept_count[unit];
         if (count > 0) {
-            rows_put_cuda(w->data, z->kept_data + z->kept_first[unit] * (size_t)z->kept_row_len, z->kept_tokens[unit],
-                          z->kept_row0[unit], count, z->kept_row_len, z->compute);
-            z->kept_count[unit] = 0;
-            z->kept_pending--;
+            rows_put_cuda(w->data, z->tied.kept_data + z->tied.kept_first[unit] * (size_t)z->tied.kept_row_len, z->tied.kept_tokens[unit],
+                          z->tied.kept_row0[unit], count, z->tied.kept_row_len, z->gpu.compute);
+            z->tied.kept_count[unit] = 0;
+            z->tied.kept_pending--;
         }
         return buffer;
     }
     buffer = z->grads + z->layout->units[unit].offset;
-    if (z->grad_open[unit]) return buffer; // the wte unit's second request (encoder): add to the LM head's
-    z->grad_open[unit] = 1;
-    if (z->grad_folds[unit] > 0) CUDA_CHECK(cudaStreamWaitEvent(z->compute, z->grad_fold_done[unit], 0));
-    CUDA_CHECK(cudaMemsetAsync(buffer, 0, z->layout->units[unit].padded_numel * sizeof(bf16), z->compute));
+    if (z->gpu.grad_open[unit]) return buffer; // the wte unit's second request (encoder): add to the LM head's
+    z->gpu.grad_open[unit] = 1;
+    if (z->gpu.grad_folds[unit] > 0) CUDA_CHECK(cudaStreamWaitEvent(z->gpu.compute, z->gpu.grad_fold_done[unit], 0));
+    CUDA_CHECK(cudaMemsetAsync(buffer, 0, z->layout->units[unit].padded_numel * sizeof(bf16), z->gpu.compute));
     return buffer;
 }
 
@@ -388,8 +388,8 @@ static bf16* zero_grads_unit(ZeroEngine* z, int unit) {
 static float* zero_grads_fp32_target(ZeroEngine* z, int unit, size_t* n) {
     const ParamUnit* u = &z->layout->units[unit];
     *n = ZERO_STAGE == 0 ? u->padded_numel : u->shard_numel;
-    if (ZERO_STAGE == 0) return z->grads_fp32 + u->offset;
-    return zero_owned(z, z->grads_fp32, ZERO_BUF_GRADS, unit);
+    if (ZERO_STAGE == 0) return z->gpu.grads_fp32 + u->offset;
+    return zero_owned(z, z->gpu.grads_fp32, ZERO_BUF_GRADS, unit);
 }
 
 // Stages 2, 3: the unit's working unit is ready (on the compute stream) for its reduce-scatter:
@@ -400,17 +400,17 @@ static float* zero_grads_fp32_target(ZeroEngine* z, int unit, size_t* n) {
 // qgZ (zero/zeropp/zeropp_gpu.cuh) replaces both: its all-to-alls of codes sum into the shard in fp32.
 static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
     const ParamUnit* u = &z->layout->units[unit];
-    if (z->measure_local_grad_norm) norm_squared_cuda(z->norm_device + 1, z->norm_scratch, w->data, u->padded_numel, 1, z->compute);
-    zero_stream_after(z->comm, z->compute, z->compute_mark);
+    if (z->gns.measure_local_grad_norm) norm_squared_cuda(z->gpu.norm_device + 1, z->gpu.norm_scratch, w->data, u->padded_numel, 1, z->gpu.compute);
+    zero_stream_after(z->gpu.comm, z->gpu.compute, z->gpu.compute_mark);
     size_t target_n;
     float* target = zero_grads_fp32_target(z, unit, &target_n);
-    if (!zero_pp_device_grad_reduce(z, w, unit, target, z->grad_folds[unit] == 0)) {
+    if (!zero_pp_device_grad_reduce(z, w, unit, target, z->gpu.grad_folds[unit] == 0)) {
         zero_device_collective(z, &w->op, ZERO_OP_REDUCE_SCATTER, NULL, w->data, u->padded_numel, unit, "gradients");
         grad_accumulate_cuda(target, w->data + (size_t)z->rank * u->shard_numel, target_n,
-                             z->grad_folds[unit] == 0 ? GRAD_SET : GRAD_ADD, z->comm);
+                             z->gpu.grad_folds[unit] == 0 ? GRAD_SET : GRAD_ADD, z->gpu.comm);
     }
-    CUDA_CHECK(cudaEventRecord(w->op.done, z->comm)); // done = reduced and added
-    z->grad_folds[unit]++;
+    CUDA_CHECK(cudaEventRecord(w->op.done, z->gpu.comm)); // done = reduced and added
+    z->gpu.grad_folds[unit]++;
 }
 
 /*
@@ -427,9 +427,9 @@ static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* tok
     if (ZERO_STAGE < 2) return;
     ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
     size_t first = zero_kept_rows_begin(z, w, unit, count, row_len);
-    z->kept_tokens[unit] = tokens_device;
-    z->kept_row0[unit] = row0;
-    rows_take_cuda(z->kept_data + first * (size_t)row_len, w->data, tokens_device, row0, count, row_len, z->compute);
+    z->tied.kept_tokens[unit] = tokens_device;
+    z->tied.kept_row0[unit] = row0;
+    rows_take_cuda(z->tied.kept_data + first * (size_t)row_len, w->data, tokens_device, row0, count, row_len, z->gpu.compute);
     zero_kept_rows_end(z, unit, count);
     zero_grad_work_reduce(z, w, unit);
     zero_device_progress(z);
@@ -452,25 +452,25 @@ static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* tok
  */
 static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) {
     const ParamUnit* u = &z->layout->units[unit];
-    int first = z->grad_folds[unit] == 0, reduce_now = ZERO_STAGE >= 2 || last_micro_step;
+    int first = z->gpu.grad_folds[unit] == 0, reduce_now = ZERO_STAGE >= 2 || last_micro_step;
     int several = z->world_size > 1;
     if (ZERO_STAGE <= 1 && last_micro_step && several && !first) // the sum, rounded once, for the collective
-        grad_accumulate_cuda(z->grads_fp32 + u->offset, z->grads + u->offset, u->padded_numel, GRAD_ADD_ROUND, z->compute);
-    if (z->measure_local_grad_norm && ZERO_STAGE < 2) {
+        grad_accumulate_cuda(z->gpu.grads_fp32 + u->offset, z->grads + u->offset, u->padded_numel, GRAD_ADD_ROUND, z->gpu.compute);
+    if (z->gns.measure_local_grad_norm && ZERO_STAGE < 2) {
         // GNS small batch (zero_gns_local_grads, shared with the CPU engine). A kernel on the
         // compute stream, behind backward's kernels for the unit and ahead of the event the
         // collective waits for, adds its squared norm (padded_numel bf16 elements, fp32 sum)
         // into norm_device[1]; no host wait. (Stages 2, 3: in zero_grad_work_reduce.)
         const bf16* local = zero_gns_local_grads(z, unit);
-        if (local) norm_squared_cuda(z->norm_device + 1, z->norm_scratch, local, u->padded_numel, 1, z->compute);
+        if (local) norm_squared_cuda(z->gpu.norm_device + 1, z->gpu.norm_scratch, local, u->padded_numel, 1, z->gpu.compute);
     }
-    if (ZERO_STAGE <= 1) zero_stream_after(z->comm, z->compute, z->compute_mark); // stages 2, 3: in zero_grad_work_reduce
+    if (ZERO_STAGE <= 1) zero_stream_after(z->gpu.comm, z->gpu.compute, z->gpu.compute_mark); // stages 2, 3: in zero_grad_work_reduce
     size_t target_n;
     float* target = zero_grads_fp32_target(z, unit, &target_n);
     if (ZERO_STAGE <= 1 && !(reduce_now && several)) {
         // No collective: grads_fp32 (full unit) (+)= this micro-step's padded_numel elements.
-        grad_accumulate_cuda(z->grads_fp32 + u->offset, z->grads + u->offset, u->padded_numel, first ? GRAD_SET : GRAD_ADD, z->comm);
-        CUDA_CHECK(cudaEventRecord(z->grad_fold_done[unit], z->comm));
+        grad_accumulate_cuda(z->gpu.grads_fp32 + u->offset, z->grads + u->offset, u->padded_numel, first ? GRAD_SET : GRAD_ADD, z->gpu.comm);
+        CUDA_CHECK(cudaEventRecord(z->gpu.grad_fold_done[unit], z->gpu.comm));
     } else if (ZERO_STAGE <= 1) {
         // where the reduced sum lands in the bf16 buffer: the whole unit, or (stage 1) this rank's slice
         bf16* reduced = z->grads + u->offset + (ZERO_STAGE == 0 ? 0 : (size_t)z->rank * u->shard_numel);
@@ -480,9 +480,9 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
         else // reduce-scatter in place: the unit's padded_numel gradients in, this rank's shard_numel slice out at its place
             zero_device_collective(z, &z->grad_ops[unit], ZERO_OP_REDUCE_SCATTER, NULL, z->grads + u->offset, u->padded_numel,
                                    unit, "gradients");
-        grad_accumulate_cuda(target, reduced, target_n, GRAD_SET, z->comm); // the reduced sum, into fp32
-        CUDA_CHECK(cudaEventRecord(z->grad_ops[unit].done, z->comm)); // done = reduced and in fp32
-        CUDA_CHECK(cudaEventRecord(z->grad_fold_done[unit], z->comm));
+        grad_accumulate_cuda(target, reduced, target_n, GRAD_SET, z->gpu.comm); // the reduced sum, into fp32
+        CUDA_CHECK(cudaEventRecord(z->grad_ops[unit].done, z->gpu.comm)); // done = reduced and in fp32
+        CUDA_CHECK(cudaEventRecord(z->gpu.grad_fold_done[unit], z->gpu.comm));
     } else {
         ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
         if (w == NULL) {
@@ -491,10 +491,10 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
         }
         zero_grad_work_reduce(z, w, unit);
     }
-    if (ZERO_STAGE <= 1) z->grad_folds[unit]++, z->grad_open[unit] = 0; // stages 2, 3: counted in zero_grad_work_reduce
+    if (ZERO_STAGE <= 1) z->gpu.grad_folds[unit]++, z->gpu.grad_open[unit] = 0; // stages 2, 3: counted in zero_grad_work_reduce
     // -zo cpu|nvme: the reduced fp32 slice goes down to the host as soon as its last addition is queued.
     if (last_micro_step) {
-        cudaEvent_t folded = ZERO_STAGE <= 1 ? z->grad_fold_done[unit] : zero_work_find(z->grad_work, unit)->op.done;
+        cudaEvent_t folded = ZERO_STAGE <= 1 ? z->gpu.grad_fold_done[unit] : zero_work_find(z->grad_work, unit)->op.done;
         zero_offload_gpu_grads_down(z, unit, target, folded);
     }
     zero_device_progress(z);
@@ -515,8 +515,8 @@ static void zero_set_unit_params(ZeroEngine* z, int unit, const float* unit_buf)
     zero_update_range(z, unit, &begin, &end);
     if (zero_offload_gpu_host_optimizer(z)) zero_offload_gpu_state_io(z, unit, ZERO_REGION_MASTER, (float*)unit_buf + begin, 1);
     else {
-        float* master = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset;
-        CUDA_CHECK(cudaMemcpyAsync(master, unit_buf + begin, (end - begin) * sizeof(float), cudaMemcpyHostToDevice, z->compute));
+        float* master = ZERO_STAGE >= 1 ? zero_owned(z, z->gpu.master, ZERO_BUF_MASTER, unit) : z->gpu.master + u->offset;
+        CUDA_CHECK(cudaMemcpyAsync(master, unit_buf + begin, (end - begin) * sizeof(float), cudaMemcpyHostToDevice, z->gpu.compute));
     }
     bf16* host_half;
     zero_host_staging(z, NULL, &host_half);
@@ -528,8 +528,8 @@ static void zero_set_unit_params(ZeroEngine* z, int unit, const float* unit_buf)
         return;
     }
     bf16* params = ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset;
-    CUDA_CHECK(cudaMemcpyAsync(params, host_half, n * sizeof(bf16), cudaMemcpyHostToDevice, z->compute));
-    zero_stream_synchronize(z, z->compute, "setting parameters"); // host_half is reused
+    CUDA_CHECK(cudaMemcpyAsync(params, host_half, n * sizeof(bf16), cudaMemcpyHostToDevice, z->gpu.compute));
+    zero_stream_synchronize(z, z->gpu.compute, "setting parameters"); // host_half is reused
     if (ZERO_STAGE == 3) // a gathered copy of the old values is stale
         for (int i = 0; i < ZERO_WORKING_UNITS; i++) z->param_work[i].unit = -1;
 }
@@ -561,15 +561,15 @@ static void zero_params_round_as_step(ZeroEngine* z, int t) {
             }
             if (p == NULL) zero_offload_gpu_params_io(z, unit, host_half, 1);
             else {
-                CUDA_CHECK(cudaMemcpyAsync(p, host_half, (end - begin) * sizeof(bf16), cudaMemcpyHostToDevice, z->compute));
-                zero_stream_synchronize(z, z->compute, "rounding parameters"); // host_half is reused
+                CUDA_CHECK(cudaMemcpyAsync(p, host_half, (end - begin) * sizeof(bf16), cudaMemcpyHostToDevice, z->gpu.compute));
+                zero_stream_synchronize(z, z->gpu.compute, "rounding parameters"); // host_half is reused
             }
         } else {
-            float* w = ZERO_STAGE >= 1 ? zero_owned(z, z->master, ZERO_BUF_MASTER, unit) : z->master + u->offset + begin;
-            params_from_master_stochastic_cuda(p, w, end - begin, seed, u->offset + begin, z->compute);
+            float* w = ZERO_STAGE >= 1 ? zero_owned(z, z->gpu.master, ZERO_BUF_MASTER, unit) : z->gpu.master + u->offset + begin;
+            params_from_master_stochastic_cuda(p, w, end - begin, seed, u->offset + begin, z->gpu.compute);
         }
         if (ZERO_STAGE == 1 || ZERO_STAGE == 2) {
-            zero_stream_after(z->comm, z->compute, z->compute_mark);
+            zero_stream_after(z->gpu.comm, z->gpu.compute, z->gpu.compute_mark);
             zero_device_collective(z, &z->param_ops[unit], ZERO_OP_ALL_GATHER, NULL, z->params + u->offset, u->padded_numel,
                                    unit, "parameters (resume)");
         }
@@ -586,7 +586,7 @@ static void zero_get_full_params(ZeroEngine* z, float* full) {
     const ParamLayout* layout = z->layout;
     zero_device_synchronize(z, "checkpoint parameters");
     if (ZERO_STAGE == 0) {
-        if (full != NULL) CUDA_CHECK(cudaMemcpy(full, z->master, layout->padded_numel * sizeof(float), cudaMemcpyDeviceToHost));
+        if (full != NULL) CUDA_CHECK(cudaMemcpy(full, z->gpu.master, layout->padded_numel * sizeof(float), cudaMemcpyDeviceToHost));
         return;
     }
     float* host;
@@ -594,7 +594,7 @@ static void zero_get_full_params(ZeroEngine* z, float* full) {
     for (int unit = 0; unit < layout->num_units; unit++) {
         const ParamUnit* u = &layout->units[unit];
         if (zero_offload_gpu_host_optimizer(z)) zero_offload_gpu_state_io(z, unit, ZERO_REGION_MASTER, host, 0);
-        else CUDA_CHECK(cudaMemcpy(host, zero_owned(z, z->master, ZERO_BUF_MASTER, unit), u->shard_numel * sizeof(float),
+        else CUDA_CHECK(cudaMemcpy(host, zero_owned(z, z->gpu.master, ZERO_BUF_MASTER, unit), u->shard_numel * sizeof(float),
                                    cudaMemcpyDeviceToHost));
         ZeroOp op = {.kind = ZERO_OP_NONE};
         zero_op_gather_to_rank0(z, &op, host, full ? full + u->offset : NULL, u->padded_numel, unit, "master weights (checkpoint)");
@@ -664,7 +664,7 @@ static int zero_replicas_agree(ZeroEngine* z) {
         // bf16 parameters: padded_numel is even (a multiple of ZERO_ALIGN), so they hash as words.
         CUDA_CHECK(cudaMemcpy(host, z->params + u->offset, u->padded_numel * sizeof(bf16), cudaMemcpyDeviceToHost));
         h = fnv1a64_words(host, u->padded_numel / 2, h);
-        const float* state[3] = {z->master, z->m, z->v};
+        const float* state[3] = {z->gpu.master, z->m, z->v};
         for (int k = 0; ZERO_STAGE == 0 && k < 3; k++) {
             CUDA_CHECK(cudaMemcpy(host, state[k] + u->offset, u->padded_numel * sizeof(float), cudaMemcpyDeviceToHost));
             h = fnv1a64_words(host, u->padded_numel, h);

@@ -46,12 +46,12 @@ typedef struct {
 static void zero_adamw_plan_init(ZeroEngine* z) {
     const ParamLayout* layout = z->layout;
     AdamWSegment* segments = (AdamWSegment*)zero_calloc((size_t)layout->num_tensors + 1, sizeof(AdamWSegment), "adamw plan");
-    z->adamw_unit_chunks = (int*)zero_calloc((size_t)layout->num_units + 1, sizeof(int), "adamw plan");
+    z->gpu.adamw_unit_chunks = (int*)zero_calloc((size_t)layout->num_units + 1, sizeof(int), "adamw plan");
     int count = 0;
     size_t chunks = 0;
     for (int unit = 0; unit < layout->num_units; unit++) {
         const ParamUnit* u = &layout->units[unit];
-        z->adamw_unit_chunks[unit] = (int)chunks;
+        z->gpu.adamw_unit_chunks[unit] = (int)chunks;
         size_t begin, end;
         zero_update_range(z, unit, &begin, &end);
         size_t p0 = ZERO_STAGE == 3 ? zero_owned_offset(layout, ZERO_STAGE, ZERO_BUF_PARAMS, z->rank, unit) : u->offset + begin;
@@ -67,8 +67,8 @@ static void zero_adamw_plan_init(ZeroEngine* z) {
             chunks += ceil_div_size(len, ADAMW_CHUNK);
         }
     }
-    z->adamw_unit_chunks[layout->num_units] = (int)chunks;
-    adamw_plan_build(&z->adamw_plan, segments, count);
+    z->gpu.adamw_unit_chunks[layout->num_units] = (int)chunks;
+    adamw_plan_build(&z->gpu.adamw_plan, segments, count);
     free(segments);
 }
 
@@ -77,7 +77,7 @@ static void zero_adamw_plan_init(ZeroEngine* z) {
 // unit's bf16 buffer is zeroed when backward asks for it, and its first addition into
 // grads_fp32 overwrites (GRAD_SET).
 static void zero_step_begin(ZeroEngine* z, int step) {
-    ZeroStepSlot* slot = &z->step_slots[step % ZERO_STEP_SLOTS];
+    ZeroStepSlot* slot = &z->gpu.step_slots[step % ZERO_STEP_SLOTS];
     if (slot->pending) {
         fprintf(stderr, "error: internal: step %d begins before step %d's results were read (zero_step_result)\n", step, slot->step);
         zero_abort_all_ranks(1);
@@ -87,18 +87,18 @@ static void zero_step_begin(ZeroEngine* z, int step) {
     z->sent_elements_step = 0;
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;
-    z->stall_base = (step % ZERO_STEP_SLOTS) * z->stall_capacity;
-    z->stall_count = 0; // waits timed outside a step (evaluation, sampling) are not this step's
-    z->local_grad_norm_sq = 0.0;
-    memset(z->grad_folds, 0, (size_t)z->layout->num_units * sizeof(int));
-    memset(z->grad_open, 0, (size_t)z->layout->num_units * sizeof(int));
-    z->d2h_bytes_step = z->h2d_bytes_step = 0; // -zo, -zp (zero/offload/offload_gpu.cuh)
-    z->copy_wait_s_step = 0.0;
+    z->gpu.stall_base = (step % ZERO_STEP_SLOTS) * z->gpu.stall_capacity;
+    z->gpu.stall_count = 0; // waits timed outside a step (evaluation, sampling) are not this step's
+    z->gns.local_grad_norm_sq = 0.0;
+    memset(z->gpu.grad_folds, 0, (size_t)z->layout->num_units * sizeof(int));
+    memset(z->gpu.grad_open, 0, (size_t)z->layout->num_units * sizeof(int));
+    z->gpu.d2h_bytes_step = z->gpu.h2d_bytes_step = 0; // -zo, -zp (zero/offload/offload_gpu.cuh)
+    z->gpu.copy_wait_s_step = 0.0;
     z->offload.io_wait_s_step = 0.0;
     z->offload.read_at_step = zero_offload_bytes_read(z);
     z->offload.written_at_step = zero_offload_bytes_written(z);
-    CUDA_CHECK(cudaEventRecord(slot->begin, z->compute));
-    CUDA_CHECK(cudaMemsetAsync(z->norm_device + 1, 0, sizeof(float), z->compute)); // the GNS local norm's sum
+    CUDA_CHECK(cudaEventRecord(slot->begin, z->gpu.compute));
+    CUDA_CHECK(cudaMemsetAsync(z->gpu.norm_device + 1, 0, sizeof(float), z->gpu.compute)); // the GNS local norm's sum
 }
 
 /*
@@ -124,29 +124,29 @@ static void zero_step_begin(ZeroEngine* z, int step) {
 static void zero_optimizer_step_async(ZeroEngine* z, const AdamWConfig* opt, float lr, int t) {
     const ParamLayout* layout = z->layout;
     int N = z->world_size;
-    ZeroStepSlot* slot = &z->step_slots[t % ZERO_STEP_SLOTS];
+    ZeroStepSlot* slot = &z->gpu.step_slots[t % ZERO_STEP_SLOTS];
     if (t != z->step || slot->pending) {
         fprintf(stderr, "error: internal: optimizer step %d enqueued in step %d (slot pending %d)\n", t, z->step, slot->pending);
         zero_abort_all_ranks(1);
     }
     // 1. Wait for the collectives and the fp32 additions.
-    CUDA_CHECK(cudaEventRecord(z->comm_mark, z->comm));
-    zero_compute_wait(z, z->comm_mark);
+    CUDA_CHECK(cudaEventRecord(z->gpu.comm_mark, z->gpu.comm));
+    zero_compute_wait(z, z->gpu.comm_mark);
     if (ZERO_STAGE >= 2) // covered by the wait above: free the working units
         for (int i = 0; i < ZERO_WORKING_UNITS; i++) z->grad_work[i].unit = -1;
     if (ZERO_STAGE == 3) { // gathered units are stale once the shard changes: free them
         for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
-            CUDA_CHECK(cudaEventRecord(z->param_work[i].released, z->compute));
+            CUDA_CHECK(cudaEventRecord(z->param_work[i].released, z->gpu.compute));
             z->param_work[i].unit = -1;
         }
     }
     // 3. Global norm from the owned fp32 slices, then over ranks (two floats).
     for (int unit = 0; unit < layout->num_units; unit++)
-        norm_squared_cuda(z->norm_device, z->norm_scratch, zero_owned(z, z->grads_fp32, ZERO_BUF_GRADS, unit),
-                          layout->units[unit].shard_numel, unit > 0, z->compute);
-    zero_device_all_reduce_floats(z, z->norm_device, 2, "grad norm");
+        norm_squared_cuda(z->gpu.norm_device, z->gpu.norm_scratch, zero_owned(z, z->gpu.grads_fp32, ZERO_BUF_GRADS, unit),
+                          layout->units[unit].shard_numel, unit > 0, z->gpu.compute);
+    zero_device_all_reduce_floats(z, z->gpu.norm_device, 2, "grad norm");
     // 4. Clip factor times 1/N, then AdamW.
-    adamw_grad_scale_cuda(z->grad_scale_device, z->norm_device, opt->grad_clip, 1.0f / (float)N, z->compute);
+    adamw_grad_scale_cuda(z->gpu.grad_scale_device, z->gpu.norm_device, opt->grad_clip, 1.0f / (float)N, z->gpu.compute);
     uint32_t seed = (uint32_t)splitmix64((uint64_t)t);
     if (zero_offload_gpu_host_optimizer(z)) {
         // -zo cpu|nvme (zero/offload/offload_gpu.cuh): AdamW on the host needs the gradient scale, so the
@@ -156,43 +156,43 @@ static void zero_optimizer_step_async(ZeroEngine* z, const AdamWConfig* opt, flo
         for (int i = 0; i < layout->num_units; i++) { // in the order the next forward needs them (wte's chunks first)
             int unit = zero_unit_in_use_order(layout, i);
             const ParamUnit* u = &layout->units[unit];
-            int first = z->adamw_unit_chunks[unit], count = z->adamw_unit_chunks[unit + 1] - first;
-            adamw_update_cuda(&z->adamw_plan, first, count, z->params, z->master, z->grads_fp32, z->m, z->v, lr, opt->beta1,
-                              opt->beta2, opt->eps, opt->weight_decay, z->grad_scale_device, t, seed, z->compute);
+            int first = z->gpu.adamw_unit_chunks[unit], count = z->gpu.adamw_unit_chunks[unit + 1] - first;
+            adamw_update_cuda(&z->gpu.adamw_plan, first, count, z->params, z->gpu.master, z->gpu.grads_fp32, z->m, z->v, lr, opt->beta1,
+                              opt->beta2, opt->eps, opt->weight_decay, z->gpu.grad_scale_device, t, seed, z->gpu.compute);
             // 5. All-gather in place: this rank's updated shard_numel slice out, the unit's
             // padded_numel parameters in; the next forward waits for it when it reaches this unit.
-            zero_stream_after(z->comm, z->compute, z->compute_mark);
+            zero_stream_after(z->gpu.comm, z->gpu.compute, z->gpu.compute_mark);
             zero_device_collective(z, &z->param_ops[unit], ZERO_OP_ALL_GATHER, NULL, z->params + u->offset, u->padded_numel,
                                    unit, "parameters");
             zero_device_progress(z);
         }
     } else {
-        adamw_update_cuda(&z->adamw_plan, 0, z->adamw_plan.num_chunks, z->params, z->master, z->grads_fp32, z->m, z->v, lr,
-                          opt->beta1, opt->beta2, opt->eps, opt->weight_decay, z->grad_scale_device, t, seed, z->compute);
+        adamw_update_cuda(&z->gpu.adamw_plan, 0, z->gpu.adamw_plan.num_chunks, z->params, z->gpu.master, z->gpu.grads_fp32, z->m, z->v, lr,
+                          opt->beta1, opt->beta2, opt->eps, opt->weight_decay, z->gpu.grad_scale_device, t, seed, z->gpu.compute);
     }
     // 6. The results, for zero_step_result.
-    CUDA_CHECK(cudaMemcpyAsync(slot->norm_host, z->norm_device, 2 * sizeof(float), cudaMemcpyDeviceToHost, z->compute));
-    CUDA_CHECK(cudaEventRecord(slot->done, z->compute));
+    CUDA_CHECK(cudaMemcpyAsync(slot->norm_host, z->gpu.norm_device, 2 * sizeof(float), cudaMemcpyDeviceToHost, z->gpu.compute));
+    CUDA_CHECK(cudaEventRecord(slot->done, z->gpu.compute));
     slot->sent_elements = z->sent_elements_step;
     slot->host_comm_wait_s = z->comm_wait_s_step;
-    slot->stall_count = z->stall_count;
+    slot->stall_count = z->gpu.stall_count;
     slot->step = t;
     slot->pending = 1;
     // What the comm stream does next (stage 3's gathers of the updated shards, the next step's
     // reductions) comes after this step's AdamW kernels.
-    zero_stream_after(z->comm, z->compute, z->compute_mark);
+    zero_stream_after(z->gpu.comm, z->gpu.compute, z->gpu.compute_mark);
 }
 
 /*
  * The host waits (zero_device_wait: timed, NCCL errors checked) for step t's optimizer and reads
- * what it left: the global norm (also into z->grad_norm_sq) and the GNS meter's local squared
- * norm averaged over ranks (z->local_grad_norm_sq_mean: noise_scale_step reads both), the
+ * what it left: the global norm (also into z->gns.grad_norm_sq) and the GNS meter's local squared
+ * norm averaged over ranks (z->gns.local_grad_norm_sq_mean: noise_scale_step reads both), the
  * exposed communication (stall timers of the step's third, plus its host waits; also
  * z->comm_wait_s_step), elements sent, device time. Each step's results are read exactly once,
  * before step t+3 begins.
  */
 static void zero_step_result(ZeroEngine* z, int t, ZeroStepResult* r) {
-    ZeroStepSlot* slot = &z->step_slots[t % ZERO_STEP_SLOTS];
+    ZeroStepSlot* slot = &z->gpu.step_slots[t % ZERO_STEP_SLOTS];
     if (!slot->pending || slot->step != t) {
         fprintf(stderr, "error: internal: results of step %d asked for, the slot holds step %d (pending %d)\n", t, slot->step,
                 slot->pending);
@@ -201,9 +201,9 @@ static void zero_step_result(ZeroEngine* z, int t, ZeroStepResult* r) {
     zero_device_wait(z, slot->done, "step results");
     double inv_world = 1.0 / (double)z->world_size;
     double norm_sq = (double)slot->norm_host[0] * inv_world * inv_world; // the reduced gradient is the sum over ranks
-    z->grad_norm_sq = norm_sq;
-    z->local_grad_norm_sq_mean = (double)slot->norm_host[1] * inv_world;
-    double stalled = zero_stall_collect(z, (t % ZERO_STEP_SLOTS) * z->stall_capacity, slot->stall_count);
+    z->gns.grad_norm_sq = norm_sq;
+    z->gns.local_grad_norm_sq_mean = (double)slot->norm_host[1] * inv_world;
+    double stalled = zero_stall_collect(z, (t % ZERO_STEP_SLOTS) * z->gpu.stall_capacity, slot->stall_count);
     z->comm_wait_s_total += stalled;
     r->step = t;
     r->grad_norm = (float)sqrt(norm_sq);
@@ -212,7 +212,7 @@ static void zero_step_result(ZeroEngine* z, int t, ZeroStepResult* r) {
     float ms = 0.0f;
     CUDA_CHECK(cudaEventElapsedTime(&ms, slot->begin, slot->done));
     r->device_seconds = ms / 1000.0;
-    const ZeroStepSlot* previous = &z->step_slots[(t - 1) % ZERO_STEP_SLOTS];
+    const ZeroStepSlot* previous = &z->gpu.step_slots[(t - 1) % ZERO_STEP_SLOTS];
     r->since_previous_s = NAN;
     if (previous->step == t - 1 && !previous->pending) {
         CUDA_CHECK(cudaEventElapsedTime(&ms, previous->done, slot->done));

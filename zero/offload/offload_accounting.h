@@ -53,8 +53,8 @@ static const char* zero_offload_step_text(const ZeroEngine* z, char* buf, size_t
     size_t used = 0;
 #if ZERO_GPU_BUILD // the host<->device copies of the host optimizer
     if (o->optimizer != ZERO_PLACE_NONE)
-        used += (size_t)snprintf(buf, cap, " | host<->device down %.1f up %.1f MiB, copy wait %.1f ms", z->d2h_bytes_step / 1048576.0,
-                                 z->h2d_bytes_step / 1048576.0, z->copy_wait_s_step * 1000.0);
+        used += (size_t)snprintf(buf, cap, " | host<->device down %.1f up %.1f MiB, copy wait %.1f ms", z->gpu.d2h_bytes_step / 1048576.0,
+                                 z->gpu.h2d_bytes_step / 1048576.0, z->gpu.copy_wait_s_step * 1000.0);
 #endif
     if (o->active && used < cap)
         snprintf(buf + used, cap - used, " | nvme read %.1f MiB written %.1f MiB, io wait %.1f ms", (zero_offload_bytes_read(z) - o->read_at_step) / 1048576.0,
@@ -67,8 +67,8 @@ static const char* zero_offload_step_fields(const ZeroEngine* z, char* buf, size
     size_t used = 0;
 #if ZERO_GPU_BUILD
     if (o->optimizer != ZERO_PLACE_NONE)
-        used += (size_t)snprintf(buf, cap, ",\"d2h_bytes\":%lld,\"h2d_bytes\":%lld,\"copy_wait_ms\":%.3f", z->d2h_bytes_step, z->h2d_bytes_step,
-                                 z->copy_wait_s_step * 1000.0);
+        used += (size_t)snprintf(buf, cap, ",\"d2h_bytes\":%lld,\"h2d_bytes\":%lld,\"copy_wait_ms\":%.3f", z->gpu.d2h_bytes_step, z->gpu.h2d_bytes_step,
+                                 z->gpu.copy_wait_s_step * 1000.0);
 #endif
     if (o->active && used < cap)
         snprintf(buf + used, cap - used, ",\"nvme_read_bytes\":%lld,\"nvme_written_bytes\":%lld,\"io_wait_ms\":%.3f",

@@ -70,34 +70,34 @@ static void zero_offload_gpu_init(ZeroEngine* z) {
     size_t shard = z->layout->shard_numel;
     int n = z->layout->num_units;
     if (z->offload.optimizer == ZERO_PLACE_CPU) {
-        z->host_master = (float*)zero_pinned_calloc(shard, sizeof(float), "host master weights");
-        z->host_m = (float*)zero_pinned_calloc(shard, sizeof(float), "host Adam m");
-        z->host_v = (float*)zero_pinned_calloc(shard, sizeof(float), "host Adam v");
+        z->gpu.host_master = (float*)zero_pinned_calloc(shard, sizeof(float), "host master weights");
+        z->gpu.host_m = (float*)zero_pinned_calloc(shard, sizeof(float), "host Adam m");
+        z->gpu.host_v = (float*)zero_pinned_calloc(shard, sizeof(float), "host Adam v");
     }
-    z->host_grads = (float*)zero_pinned_calloc(shard, sizeof(float), "host gradient shard (fp32)");
-    z->host_grad_scale = (float*)zero_pinned_calloc(1, sizeof(float), "host gradient scale");
-    if (z->offload.params != ZERO_PLACE_NVME) z->host_params = (bf16*)zero_pinned_calloc(shard, sizeof(bf16), "host parameter shard");
-    CUDA_CHECK(cudaStreamCreateWithFlags(&z->copy, cudaStreamNonBlocking));
-    z->grads_down = (cudaEvent_t*)zero_calloc((size_t)n, sizeof(cudaEvent_t), "offload events");
-    z->params_up = (cudaEvent_t*)zero_calloc((size_t)n, sizeof(cudaEvent_t), "offload events");
+    z->gpu.host_grads = (float*)zero_pinned_calloc(shard, sizeof(float), "host gradient shard (fp32)");
+    z->gpu.host_grad_scale = (float*)zero_pinned_calloc(1, sizeof(float), "host gradient scale");
+    if (z->offload.params != ZERO_PLACE_NVME) z->gpu.host_params = (bf16*)zero_pinned_calloc(shard, sizeof(bf16), "host parameter shard");
+    CUDA_CHECK(cudaStreamCreateWithFlags(&z->gpu.copy, cudaStreamNonBlocking));
+    z->gpu.grads_down = (cudaEvent_t*)zero_calloc((size_t)n, sizeof(cudaEvent_t), "offload events");
+    z->gpu.params_up = (cudaEvent_t*)zero_calloc((size_t)n, sizeof(cudaEvent_t), "offload events");
     for (int u = 0; u < n; u++) {
-        CUDA_CHECK(cudaEventCreateWithFlags(&z->grads_down[u], cudaEventDisableTiming));
-        CUDA_CHECK(cudaEventCreateWithFlags(&z->params_up[u], cudaEventDisableTiming));
-        CUDA_CHECK(cudaEventRecord(z->params_up[u], z->copy)); // "up" from the start
+        CUDA_CHECK(cudaEventCreateWithFlags(&z->gpu.grads_down[u], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(&z->gpu.params_up[u], cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventRecord(z->gpu.params_up[u], z->gpu.copy)); // "up" from the start
     }
 }
 
 static void zero_offload_gpu_free(ZeroEngine* z) {
     if (!zero_offload_gpu_host_optimizer(z)) return;
-    CUDA_CHECK(cudaStreamSynchronize(z->copy));
+    CUDA_CHECK(cudaStreamSynchronize(z->gpu.copy));
     for (int u = 0; u < z->layout->num_units; u++) {
-        CUDA_CHECK(cudaEventDestroy(z->grads_down[u]));
-        CUDA_CHECK(cudaEventDestroy(z->params_up[u]));
+        CUDA_CHECK(cudaEventDestroy(z->gpu.grads_down[u]));
+        CUDA_CHECK(cudaEventDestroy(z->gpu.params_up[u]));
     }
-    free(z->grads_down); free(z->params_up);
-    CUDA_CHECK(cudaFreeHost(z->host_master)); CUDA_CHECK(cudaFreeHost(z->host_m)); CUDA_CHECK(cudaFreeHost(z->host_v));
-    CUDA_CHECK(cudaFreeHost(z->host_grads)); CUDA_CHECK(cudaFreeHost(z->host_params)); CUDA_CHECK(cudaFreeHost(z->host_grad_scale));
-    CUDA_CHECK(cudaStreamDestroy(z->copy));
+    free(z->gpu.grads_down); free(z->gpu.params_up);
+    CUDA_CHECK(cudaFreeHost(z->gpu.host_master)); CUDA_CHECK(cudaFreeHost(z->gpu.host_m)); CUDA_CHECK(cudaFreeHost(z->gpu.host_v));
+    CUDA_CHECK(cudaFreeHost(z->gpu.host_grads)); CUDA_CHECK(cudaFreeHost(z->gpu.host_params)); CUDA_CHECK(cudaFreeHost(z->gpu.host_grad_scale));
+    CUDA_CHECK(cudaStreamDestroy(z->gpu.copy));
 }
 
 // Step 1 above: the unit's gradients are final, their reduction and fp32 addition queued behind
@@ -105,10 +105,10 @@ static void zero_offload_gpu_free(ZeroEngine* z) {
 static void zero_offload_gpu_grads_down(ZeroEngine* z, int unit, const float* device_slice, cudaEvent_t reduced) {
     if (!zero_offload_gpu_host_optimizer(z)) return;
     size_t n = z->layout->units[unit].shard_numel;
-    CUDA_CHECK(cudaStreamWaitEvent(z->copy, reduced, 0));
-    CUDA_CHECK(cudaMemcpyAsync(z->host_grads + zero_shard_offset(z, unit), device_slice, n * sizeof(float), cudaMemcpyDeviceToHost, z->copy));
-    CUDA_CHECK(cudaEventRecord(z->grads_down[unit], z->copy));
-    z->d2h_bytes_step += (long long)(n * sizeof(float));
+    CUDA_CHECK(cudaStreamWaitEvent(z->gpu.copy, reduced, 0));
+    CUDA_CHECK(cudaMemcpyAsync(z->gpu.host_grads + zero_shard_offset(z, unit), device_slice, n * sizeof(float), cudaMemcpyDeviceToHost, z->gpu.copy));
+    CUDA_CHECK(cudaEventRecord(z->gpu.grads_down[unit], z->gpu.copy));
+    z->gpu.d2h_bytes_step += (long long)(n * sizeof(float));
 }
 
 /*
@@ -125,17 +125,17 @@ static void zero_offload_gpu_update_unit(ZeroEngine* z, int unit, const AdamWCon
     size_t begin, end, at = zero_shard_offset(z, unit);
     zero_update_range(z, unit, &begin, &end);
     double t0 = zero_clock();
-    CUDA_CHECK(cudaEventSynchronize(z->grads_down[unit]));
-    z->copy_wait_s_step += zero_clock() - t0;
+    CUDA_CHECK(cudaEventSynchronize(z->gpu.grads_down[unit]));
+    z->gpu.copy_wait_s_step += zero_clock() - t0;
     for (int k = 0; k < zero_offload_unit_pieces(z, unit); k++) {
         size_t lo, hi;
         zero_offload_piece_range(z, unit, k, &lo, &hi);
-        void* region[ZERO_NUM_REGIONS] = {z->host_params ? z->host_params + at + lo : NULL, z->host_master ? z->host_master + at + lo : NULL,
-                                          z->host_m ? z->host_m + at + lo : NULL, z->host_v ? z->host_v + at + lo : NULL};
+        void* region[ZERO_NUM_REGIONS] = {z->gpu.host_params ? z->gpu.host_params + at + lo : NULL, z->gpu.host_master ? z->gpu.host_master + at + lo : NULL,
+                                          z->gpu.host_m ? z->gpu.host_m + at + lo : NULL, z->gpu.host_v ? z->gpu.host_v + at + lo : NULL};
         zero_offload_piece_begin(z, unit, k, region); // -zo/-zp nvme: the staged copies, read and checked
         uint16_t* p = (uint16_t*)region[ZERO_REGION_PARAMS];
         float *w = (float*)region[ZERO_REGION_MASTER], *m = (float*)region[ZERO_REGION_M], *v = (float*)region[ZERO_REGION_V];
-        const float* g = z->host_grads + at + lo;
+        const float* g = z->gpu.host_grads + at + lo;
         for (int ti = 0; ti < u->num_tensors; ti++) {
             const ParamTensor* pt = &layout->tensors[u->first_tensor + ti];
             size_t first, len = zero_tensor_overlap(pt, begin + lo, begin + hi, &first);
@@ -147,17 +147,17 @@ static void zero_offload_gpu_update_unit(ZeroEngine* z, int unit, const AdamWCon
         }
         zero_offload_piece_end(z, unit, k); // -zo/-zp nvme: written back while the next pieces update
         if (device_slice != NULL) // the piece's parameters up (host_params, pinned) while the host goes on
-            CUDA_CHECK(cudaMemcpyAsync(device_slice + lo, z->host_params + at + lo, (hi - lo) * sizeof(bf16), cudaMemcpyHostToDevice, z->copy));
+            CUDA_CHECK(cudaMemcpyAsync(device_slice + lo, z->gpu.host_params + at + lo, (hi - lo) * sizeof(bf16), cudaMemcpyHostToDevice, z->gpu.copy));
     }
     if (device_slice != NULL) {
-        CUDA_CHECK(cudaEventRecord(z->params_up[unit], z->copy));
-        z->h2d_bytes_step += (long long)(u->shard_numel * sizeof(bf16));
+        CUDA_CHECK(cudaEventRecord(z->gpu.params_up[unit], z->gpu.copy));
+        z->gpu.h2d_bytes_step += (long long)(u->shard_numel * sizeof(bf16));
     }
 }
 
 /*
  * Step 2 above, called by zero_optimizer_step_async once the compute stream has the step's
- * gradient scale (z->grad_scale_device: clip factor times 1/world_size, from the global norm):
+ * gradient scale (z->gpu.grad_scale_device: clip factor times 1/world_size, from the global norm):
  * the host waits for that float (the offloaded step's one wait on the compute stream), then
  * updates unit by unit in use order, each unit's updated bf16 slice going up on the copy stream;
  * stages 1, 2 all-gather each unit behind its copy up (with one rank too: the gather is then an
@@ -166,9 +166,9 @@ static void zero_offload_gpu_update_unit(ZeroEngine* z, int unit, const AdamWCon
  */
 static void zero_offload_gpu_step(ZeroEngine* z, const AdamWConfig* opt, float lr, int t, uint32_t seed) {
     const ParamLayout* layout = z->layout;
-    CUDA_CHECK(cudaMemcpyAsync(z->host_grad_scale, z->grad_scale_device, sizeof(float), cudaMemcpyDeviceToHost, z->compute));
-    zero_stream_synchronize(z, z->compute, "gradient scale (offload)");
-    float grad_scale = *z->host_grad_scale;
+    CUDA_CHECK(cudaMemcpyAsync(z->gpu.host_grad_scale, z->gpu.grad_scale_device, sizeof(float), cudaMemcpyDeviceToHost, z->gpu.compute));
+    zero_stream_synchronize(z, z->gpu.compute, "gradient scale (offload)");
+    float grad_scale = *z->gpu.host_grad_scale;
     for (int i = 0; i < layout->num_units; i++) {
         int unit = zero_unit_in_use_order(layout, i);
         const ParamUnit* u = &layout->units[unit];
@@ -177,7 +177,7 @@ static void zero_offload_gpu_step(ZeroEngine* z, const AdamWConfig* opt, float l
                                              : z->params + u->offset + (size_t)z->rank * u->shard_numel;
         zero_offload_gpu_update_unit(z, unit, opt, lr, t, grad_scale, seed, device_slice);
         if (ZERO_STAGE == 1 || ZERO_STAGE == 2) { // all-gather behind the slice's copy up
-            CUDA_CHECK(cudaStreamWaitEvent(z->comm, z->params_up[unit], 0));
+            CUDA_CHECK(cudaStreamWaitEvent(z->gpu.comm, z->gpu.params_up[unit], 0));
             zero_device_collective(z, &z->param_ops[unit], ZERO_OP_ALL_GATHER, NULL, z->params + u->offset, u->padded_numel, unit,
                                    "parameters");
         }
@@ -194,14 +194,14 @@ static void zero_offload_gpu_step(ZeroEngine* z, const AdamWConfig* opt, float l
 static void zero_offload_gpu_params_up(ZeroEngine* z, int unit, bf16* dst) {
     size_t n = z->layout->units[unit].shard_numel;
     if (z->offload.params == ZERO_PLACE_CPU) {
-        CUDA_CHECK(cudaMemcpyAsync(dst, z->host_params + zero_shard_offset(z, unit), n * sizeof(bf16), cudaMemcpyHostToDevice, z->comm));
+        CUDA_CHECK(cudaMemcpyAsync(dst, z->gpu.host_params + zero_shard_offset(z, unit), n * sizeof(bf16), cudaMemcpyHostToDevice, z->gpu.comm));
     } else {
         zero_offload_param_read(z, 0, unit);
         const ZeroFloat* shard = zero_offload_param_read_wait(z, 0);
-        CUDA_CHECK(cudaMemcpyAsync(dst, shard, n * sizeof(bf16), cudaMemcpyHostToDevice, z->comm));
-        zero_stream_synchronize(z, z->comm, "parameters from NVMe"); // the bounce buffer is reused
+        CUDA_CHECK(cudaMemcpyAsync(dst, shard, n * sizeof(bf16), cudaMemcpyHostToDevice, z->gpu.comm));
+        zero_stream_synchronize(z, z->gpu.comm, "parameters from NVMe"); // the bounce buffer is reused
     }
-    z->h2d_bytes_step += (long long)(n * sizeof(bf16));
+    z->gpu.h2d_bytes_step += (long long)(n * sizeof(bf16));
 }
 
 // ---- state in and out (set-up, checkpoints): shard-layout host arrays or NVMe regions ----
@@ -209,7 +209,7 @@ static void zero_offload_gpu_params_up(ZeroEngine* z, int unit, bf16* dst) {
 // Write (or read) the rank's slice of `unit` of the master weights, m or v (fp32, shard_numel).
 static void zero_offload_gpu_state_io(ZeroEngine* z, int unit, int region, float* data, int write) {
     if (z->offload.on_nvme[region]) { zero_offload_region_io(z, unit, region, data, write); return; }
-    float* host = region == ZERO_REGION_MASTER ? z->host_master : region == ZERO_REGION_M ? z->host_m : z->host_v;
+    float* host = region == ZERO_REGION_MASTER ? z->gpu.host_master : region == ZERO_REGION_M ? z->gpu.host_m : z->gpu.host_v;
     size_t at = zero_shard_offset(z, unit), n = z->layout->units[unit].shard_numel;
     if (write) memcpy(host + at, data, n * sizeof(float));
     else memcpy(data, host + at, n * sizeof(float));
@@ -219,8 +219,8 @@ static void zero_offload_gpu_state_io(ZeroEngine* z, int unit, int region, float
 static void zero_offload_gpu_params_io(ZeroEngine* z, int unit, bf16* data, int write) {
     if (z->offload.params == ZERO_PLACE_NVME) { zero_offload_region_io(z, unit, ZERO_REGION_PARAMS, data, write); return; }
     size_t at = zero_shard_offset(z, unit), n = z->layout->units[unit].shard_numel;
-    if (write) memcpy(z->host_params + at, data, n * sizeof(bf16));
-    else memcpy(data, z->host_params + at, n * sizeof(bf16));
+    if (write) memcpy(z->gpu.host_params + at, data, n * sizeof(bf16));
+    else memcpy(data, z->gpu.host_params + at, n * sizeof(bf16));
 }
 
 // ---- accounting ----

@@ -226,7 +226,7 @@ static void zero_trace_open(ZeroEngine* z, const char* path, int first_step, int
 #if ZERO_GPU_BUILD
     CUDA_CHECK(cudaDeviceSynchronize()); // idle: the anchor fires as it is recorded
     t->anchor_s = zero_trace_now();
-    CUDA_CHECK(cudaEventRecord(t->anchor, z->compute));
+    CUDA_CHECK(cudaEventRecord(t->anchor, z->gpu.compute));
 #endif
 }
 
@@ -260,7 +260,7 @@ static void zero_trace_step_begin(ZeroEngine* z, int step) {
     if (e == NULL) return;
     e->begin = zero_trace_now();
 #if ZERO_GPU_BUILD
-    e->ev_begin = zero_trace_record(z->compute);
+    e->ev_begin = zero_trace_record(z->gpu.compute);
 #else
     (void)z;
 #endif
@@ -273,7 +273,7 @@ static int zero_trace_close_compute_now(ZeroEngine* z, double* now) {
     *now = zero_trace_now();
     int ev = -1;
 #if ZERO_GPU_BUILD
-    ev = zero_trace_record(z->compute);
+    ev = zero_trace_record(z->gpu.compute);
 #else
     (void)z;
 #endif
@@ -399,7 +399,7 @@ static void zero_trace_wait(const ZeroOp* op, double begin, double end) {
 // right after it. Returns the first event's index for zero_trace_device_collective_end.
 static int zero_trace_device_collective_begin(ZeroEngine* z) {
     if (!ZERO_TRACE || !zero_trace_records_comm()) return -1;
-    return zero_trace_record(z->comm);
+    return zero_trace_record(z->gpu.comm);
 }
 
 static void zero_trace_device_collective_end(ZeroEngine* z, int begin_ev, ZeroOpKind kind, int unit, long long elements,
@@ -414,7 +414,7 @@ static void zero_trace_device_collective_end(ZeroEngine* z, int begin_ev, ZeroOp
     e->what = what;
     e->issued = zero_trace_now(); // host enqueue time, for reference
     e->ev_begin = begin_ev;
-    e->ev_end = zero_trace_record(z->comm);
+    e->ev_end = zero_trace_record(z->gpu.comm);
 }
 
 // zero_compute_wait_op, zero_device_all_reduce_floats: the next compute-stream wait is for a
@@ -428,7 +428,7 @@ static void zero_trace_device_wait_label(int op_kind, int unit) {
 // the interval between them is the time compute stood still (the exposed communication).
 static int zero_trace_device_wait_begin(ZeroEngine* z) {
     if (!ZERO_TRACE || !zero_trace.recording) return -1;
-    return zero_trace_record(z->compute);
+    return zero_trace_record(z->gpu.compute);
 }
 
 static void zero_trace_device_wait_end(ZeroEngine* z, int begin_ev) {
@@ -442,7 +442,7 @@ static void zero_trace_device_wait_end(ZeroEngine* z, int begin_ev) {
     e->op_kind = kind;
     e->unit = unit;
     e->ev_begin = begin_ev;
-    e->ev_end = zero_trace_record(z->compute);
+    e->ev_end = zero_trace_record(z->gpu.compute);
 }
 #endif
 

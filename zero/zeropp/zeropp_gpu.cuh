@@ -101,8 +101,8 @@ static void zero_pp_setup(ZeroEngine* z, int qw, int qg, int qg_bits, int hp, in
     }
 #else
     pp->group_nccl = pp->cross_nccl = NULL;
-    if ((pp->hp > 1 || qg_on) && pp->group_size > 1) NCCL_CHECK(ncclCommSplit(z->nccl, pp->group_index, pp->group_rank, &pp->group_nccl, NULL));
-    if (qg_on && H > 1) NCCL_CHECK(ncclCommSplit(z->nccl, pp->group_rank, pp->group_index, &pp->cross_nccl, NULL));
+    if ((pp->hp > 1 || qg_on) && pp->group_size > 1) NCCL_CHECK(ncclCommSplit(z->gpu.nccl, pp->group_index, pp->group_rank, &pp->group_nccl, NULL));
+    if (qg_on && H > 1) NCCL_CHECK(ncclCommSplit(z->gpu.nccl, pp->group_rank, pp->group_index, &pp->cross_nccl, NULL));
 #endif
     size_t max_unit = zero_max_unit_numel(layout), max_shard = max_unit / (size_t)N;
     if (pp->qw) {
@@ -185,8 +185,8 @@ static int zero_pp_device_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int un
         long long sent = (long long)(K - 1) * (long long)part;
         int traced = zero_trace_device_collective_begin(z); // -tr: the group gather's span on the comm stream
         zero_device_op_begin(z, &w->op, ZERO_OP_GROUP_ALL_GATHER, unit, what, sent);
-        NCCL_CHECK(ncclAllGather(pp->secondary + u->offset / (size_t)K, w->data, part, ncclBfloat16, pp->group_nccl, z->comm));
-        CUDA_CHECK(cudaEventRecord(w->op.done, z->comm));
+        NCCL_CHECK(ncclAllGather(pp->secondary + u->offset / (size_t)K, w->data, part, ncclBfloat16, pp->group_nccl, z->gpu.comm));
+        CUDA_CHECK(cudaEventRecord(w->op.done, z->gpu.comm));
         zero_trace_device_collective_end(z, traced, ZERO_OP_GROUP_ALL_GATHER, unit, sent, what);
         return 1;
     }
@@ -194,20 +194,20 @@ static int zero_pp_device_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int un
     if (!pp->qw || (pp->backward && !zero_pp_wte_unit(z->layout, unit))) return 0;
     size_t S = u->shard_numel, W = 4 * zero_pp_packet_words(S, 8, b);
     uint8_t* packets = pp->packets[i], *own = packets + (size_t)z->rank * W;
-    const float* master = z->master + zero_owned_offset(z->layout, ZERO_STAGE, ZERO_BUF_MASTER, z->rank, unit);
+    const float* master = z->gpu.master + zero_owned_offset(z->layout, ZERO_STAGE, ZERO_BUF_MASTER, z->rank, unit);
     const char* what = "parameters (qwZ int8 codes)";
     long long sent = (long long)(N - 1) * (long long)(W / 2);
     int traced = N > 1 ? zero_trace_device_collective_begin(z) : -1; // -tr: quantize, gather, dequantize on the comm stream
-    quantize_blocks_cuda(zero_pp_codes(own, S, b), zero_pp_scales(own), master, S, 8, b, z->comm);
+    quantize_blocks_cuda(zero_pp_codes(own, S, b), zero_pp_scales(own), master, S, 8, b, z->gpu.comm);
     if (N > 1) {
 #if !ZERO_COMM_MPI
         zero_device_op_begin(z, &w->op, ZERO_OP_ALL_GATHER, unit, what, sent);
-        NCCL_CHECK(ncclAllGather(own, packets, W / 2, ncclBfloat16, z->nccl, z->comm));
+        NCCL_CHECK(ncclAllGather(own, packets, W / 2, ncclBfloat16, z->gpu.nccl, z->gpu.comm));
 #endif
     }
     for (int r = 0; r < N; r++) {
         uint8_t* p = packets + (size_t)r * W;
-        dequantize_blocks_cuda<bf16>(w->data + (size_t)r * S, zero_pp_codes(p, S, b), zero_pp_scales(p), S, 8, b, 0, z->comm);
+        dequantize_blocks_cuda<bf16>(w->data + (size_t)r * S, zero_pp_codes(p, S, b), zero_pp_scales(p), S, 8, b, 0, z->gpu.comm);
     }
     zero_pp_device_gathered(z, w); // records w->op.done
     zero_trace_device_collective_end(z, traced, ZERO_OP_ALL_GATHER, unit, sent, what);
@@ -222,10 +222,10 @@ static void zero_pp_device_gathered(ZeroEngine* z, ZeroWorkingUnit* w) {
         const ParamUnit* u = &z->layout->units[w->unit];
         size_t part = u->padded_numel / (size_t)pp->hp;
         CUDA_CHECK(cudaMemcpyAsync(pp->secondary + u->offset / (size_t)pp->hp, w->data + (size_t)pp->group_rank * part,
-                                   part * sizeof(bf16), cudaMemcpyDeviceToDevice, z->comm));
+                                   part * sizeof(bf16), cudaMemcpyDeviceToDevice, z->gpu.comm));
         pp->secondary_ready[w->unit] = 1;
     }
-    CUDA_CHECK(cudaEventRecord(w->op.done, z->comm));
+    CUDA_CHECK(cudaEventRecord(w->op.done, z->gpu.comm));
 }
 
 #if !ZERO_COMM_MPI
@@ -264,7 +264,7 @@ static int zero_pp_device_grad_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int uni
     const ParamUnit* u = &z->layout->units[unit];
     int G = pp->group_size, H = pp->num_groups, l = pp->group_rank, g = pp->group_index, bits = pp->qg_bits, b = pp->grad_block;
     size_t S = u->shard_numel, Q = 4 * zero_pp_packet_words(S, bits, b); // bytes a packet
-    cudaStream_t s = z->comm;
+    cudaStream_t s = z->gpu.comm;
     const float* x = pp->grads32;
     grad_accumulate_cuda(pp->grads32, w->data, u->padded_numel, GRAD_SET, s); // the unit in fp32 (exact): the quantizer's input
     // The labels carry the code width, as the CPU build's (zero/trace/trace.h names the kind by it).
