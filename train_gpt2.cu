@@ -727,8 +727,8 @@ static void gpt2_forward_losses(void* m, const int* inputs, const int* targets, 
     GPT2* model = (GPT2*)m;
     gpt2_forward(model, inputs, targets, model->B, model->T, 0.0f, 0.0f);
     CUDA_CHECK(cudaMemcpyAsync(losses, model->acts.losses, (size_t)model->B * model->T * sizeof(float), cudaMemcpyDeviceToHost,
-                               model->zero.compute));
-    zero_stream_synchronize(&model->zero, model->zero.compute, "hellaswag losses");
+                               model->zero.gpu.compute));
+    zero_stream_synchronize(&model->zero, model->zero.gpu.compute, "hellaswag losses");
 }
 
 static void format_eta(char* buf, size_t cap, double seconds) {
