@@ -65,6 +65,10 @@ enum {
     // then counts tokens as steps x batch and starts the window afresh.
     ZS_BATCH_START_TOKENS, ZS_BATCH_WINDOW_STEPS, ZS_BATCH_WINDOW_MIN, ZS_TOKENS_SEEN,
     ZS_RUN_ID,          // the run that wrote it (as the model file's header says); 0 in older files
+    // The run's settings (common/run_record.h): ZS_RECORD 1 when set, 0 in older files. Floats
+    // as their 32-bit patterns.
+    ZS_RECORD, ZS_RECORD_LR, ZS_RECORD_SCHEDULE, ZS_RECORD_WARMUP, ZS_RECORD_FINAL_FRACTION, ZS_RECORD_WEIGHT_DECAY,
+    ZS_RECORD_CLIP, ZS_RECORD_MAX_STEPS, ZS_RECORD_BATCH_TOKENS, ZS_RECORD_B, ZS_RECORD_SEED,
     ZS_NUM_FIELDS
 };
 
@@ -148,6 +152,20 @@ static GPT2Config zero_state_header_config(const int64_t* header) {
 static int gpt2_config_equal(const GPT2Config* a, const GPT2Config* b) {
     return a->max_seq_len == b->max_seq_len && a->vocab_size == b->vocab_size && a->padded_vocab_size == b->padded_vocab_size &&
            a->num_layers == b->num_layers && a->num_heads == b->num_heads && a->channels == b->channels;
+}
+
+/*
+ * Where rank r of N keeps unit u (layout padded for N ranks): its real elements [*begin, *end)
+ * of the unit (none when *end <= *begin: the rank's part is padding), the first of which sits at
+ * element *at of the rank's m and v slices (its rank file's payload). The one map from a rank
+ * file to unit elements: build/zero_consolidate converts through it, and a resume at another
+ * world size reshards on load with it (zero/checkpoint.h).
+ */
+static void zero_state_rank_part(const ParamLayout* layout, int N, int r, int u, size_t* begin, size_t* end, size_t* at) {
+    const ParamUnit* pu = &layout->units[u];
+    *begin = (size_t)r * pu->shard_numel;
+    *end = *begin + pu->shard_numel < pu->numel ? *begin + pu->shard_numel : pu->numel;
+    *at = pu->offset / (size_t)N;
 }
 
 // Write a state file atomically. header[ZS_NUMEL] gives the length of m and v; magic, version
