@@ -17,6 +17,10 @@
 #   slurm_wait_job ID SECS      waits until job ID has left the queue (completed, failed or
 #                               cancelled) for good, at most SECS; 0 if it did, 1 if not
 #   slurm_job_state ID          the job's state as the controller knows it (COMPLETED, PENDING, ...)
+#   slurm_setup NHOSTS          cluster_setup's twin (tests/cluster_common.sh): SKIP or slurm_up
+#   srun_run, sbatch_submit     a trainer through srun --mpi=pmix / scripts/sbatch_train.sh
+#   slurm_wait_step DIR S SECS  until DIR/log.jsonl has step S
+#   slurm_trainers_running      0 while a trainer process runs in the cluster
 #
 # Slurm settings chosen for a test cluster (slurm.conf(5)):
 #   - SlurmUser/SlurmdUser root: the tests run as root and nothing else exists here;
@@ -56,7 +60,8 @@ slurm_write_conf() {
         echo "SlurmdUser=root"
         echo "AuthType=auth/munge"
         echo "CredType=cred/munge"
-        echo "AuthInfo=socket=$SL_DIR/munge.socket"
+        # cred_expire: a requeued job may start again this many s after it ended (production: 120).
+        echo "AuthInfo=socket=$SL_DIR/munge.socket,cred_expire=10"
         echo "StateSaveLocation=$SL_DIR/ctld"
         echo "SlurmctldPidFile=$SL_DIR/slurmctld.pid"
         echo "SlurmctldLogFile=$SL_DIR/slurmctld.log"
@@ -193,4 +198,33 @@ srun_run() {
     slurm_exec node0 env "${SLURM_MPI_ENV[@]}" timeout -k 5 300 \
         srun --mpi=pmix -N "$nodes" --ntasks-per-node="$tpn" --kill-on-bad-exit=1 \
         "$BIN/train_gpt2_z$stage" "${CLUSTER_TEST_ARGS[@]}" -i "$CT/train.bin" -j "$CT/val.bin" "$@" >"$out" 2>&1
+}
+
+# sbatch_submit OUT_DIR STAGE JOB_OUT ARGS: scripts/sbatch_train.sh submitted from node0 (its
+# #SBATCH defaults: 2 nodes x 2 tasks), build/train_gpt2_zSTAGE on the small test config, the
+# batch output in JOB_OUT; prints the job id.
+sbatch_submit() {
+    local dir=$1 stage=$2 job_out=$3; shift 3
+    slurm_exec node0 env "${SLURM_MPI_ENV[@]}" TRAINER="$BIN/train_gpt2_z$stage" \
+        sbatch --parsable -D "$PWD" -o "$job_out" scripts/sbatch_train.sh "$dir" \
+        "${CLUSTER_TEST_ARGS[@]}" -i "$CT/train.bin" -j "$CT/val.bin" "$@"
+}
+
+# slurm_wait_step DIR STEP SECS: waits until DIR/log.jsonl has a train line for STEP (1-based).
+slurm_wait_step() {
+    local dir=$1 step=$2 secs=$3 i
+    for ((i = 0; i < secs * 5; i++)); do
+        [ -f "$dir/log.jsonl" ] && grep -q "\"step\": *$step[,}]" "$dir/log.jsonl" && return 0
+        sleep 0.2
+    done
+    return 1
+}
+
+# slurm_trainers_running: 0 if a train_gpt2 process runs anywhere in the cluster.
+slurm_trainers_running() {
+    local pid
+    for pid in $(cluster_procs); do
+        grep -q train_gpt2 "/proc/$pid/cmdline" 2>/dev/null && return 0
+    done
+    return 1
 }
