@@ -765,8 +765,19 @@ int main(int argc, char** argv) {
     long long tokens_seen = batch->state.tokens_seen; // 0, or the checkpoint's
     int timed_steps = 0;
     float last_val_loss = NAN;
+    int exit_status = 0;
     for (int step = start_step; step <= max_steps; step++) {
         int last_step = step == max_steps;
+        // A -sig signal on any rank: the checkpoint of this step, then exit 75 (train/signal_checkpoint.h).
+        int signal = step > start_step ? signal_checkpoint_due(z) : 0;
+        if (signal) {
+            double t0 = wall_seconds();
+            DataLoaderState data = dataloader_get_state(&train_loader);
+            batch->state.tokens_seen = tokens_seen;
+            if (args.output_dir) zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, &batch->state, &gns.meter);
+            exit_status = signal_checkpoint_finish(z, signal, args.output_dir, step, wall_seconds() - t0);
+            break;
+        }
         z->step = step + 1; // diagnoses name steps as the step lines do: from 1
         if (do_val && (step % args.val_every == 0 || last_step)) {
             last_val_loss = gpt2_val_loss(&model, &val_loader, args.val_max_steps);
@@ -817,7 +828,7 @@ int main(int argc, char** argv) {
         }
         batch_schedule_after_step(batch, z, &gns, step + 1, B, T, &logger); // the next step's batch, from this step's meter
     }
-    if (rank == 0) {
+    if (rank == 0 && exit_status == 0) {
         printf("done: %d steps", max_steps - start_step);
         if (timed_steps > 0)
             printf(", mean step %.1f ms (comm wait %.1f ms), %.0f tok/s over the last %d", 1000.0 * train_seconds / timed_steps,
@@ -834,6 +845,6 @@ int main(int argc, char** argv) {
     if (do_val) dataloader_free(&val_loader);
     gpt2_free(&model);
     zero_ranks_stop();
-    return 0;
+    return exit_status;
 }
 #endif

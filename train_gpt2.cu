@@ -996,6 +996,7 @@ int main(int argc, char** argv) {
     // read-back costs it no overlap.
     int sync_each_step = batch->kind != BATCH_FIXED || zero_offload_gpu_host_optimizer(z);
     float last_val_loss = NAN;
+    int exit_status = 0; // 75 after a checkpoint on a signal
     int synced = 1; // a host sync (eval, sample, checkpoint) since the last step: its gap is not the step's
     for (int step = start_step; step <= max_steps; step++) {
         int last_step = step == max_steps;
@@ -1005,9 +1006,18 @@ int main(int argc, char** argv) {
                              (step % args.checkpoint_every == 0 || last_step);
         // Before anything that reads the model or the meter, or ends the run: the last step's
         // results (printed, logged, into the meter).
-        if (pending.step > 0 && (sync_each_step || val_due || sample_due || checkpoint_due || last_step || run.fault.step == step)) {
+        int signal = step > start_step ? signal_checkpoint_due(z) : 0; // a -sig signal on any rank (train/signal_checkpoint.h)
+        if (pending.step > 0 && (sync_each_step || val_due || sample_due || checkpoint_due || signal || last_step || run.fault.step == step)) {
             if (!finish_step(&model, &pending, batch, &gns, &logger, &stats, model_flops_per_token)) return 1;
             synced = 1;
+        }
+        if (signal) { // the checkpoint of this step, then exit 75
+            double t0 = zero_clock();
+            DataLoaderState data = dataloader_get_state(&train_loader);
+            batch->state.tokens_seen = stats.tokens_seen;
+            if (args.output_dir) zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, &batch->state, &gns.meter);
+            exit_status = signal_checkpoint_finish(z, signal, args.output_dir, step, zero_clock() - t0);
+            break;
         }
         z->step = step + 1; // diagnoses name steps as the step lines do: from 1
         if (val_due) {
@@ -1061,7 +1071,7 @@ int main(int argc, char** argv) {
     }
     if (pending.step > 0 && !finish_step(&model, &pending, batch, &gns, &logger, &stats, model_flops_per_token))
         return 1;
-    if (rank == 0 && stats.timed_steps > 0) {
+    if (rank == 0 && stats.timed_steps > 0 && exit_status == 0) {
         double tokens_per_s = stats.timed_tokens / stats.train_seconds;
         printf("done: mean step %.1f ms (comm wait %.1f ms), %.0f tok/s, MFU %.1f%% over %d steps, peak GPU memory %.1f MiB "
                "(%.1f above the CUDA context)%s", 1000.0 * stats.train_seconds / stats.timed_steps,
@@ -1090,6 +1100,6 @@ int main(int argc, char** argv) {
     gpt2_free(&model);
     matmul_destroy();
     zero_ranks_stop();
-    return 0;
+    return exit_status;
 }
 #endif

@@ -9,7 +9,8 @@
  * the ZeRO-Offload / ZeRO-Infinity placement (zero/offload/offload.h): -zo (optimizer state), -zp (stage-3
  * parameter shard), none|cpu|nvme each, and -zd (the NVMe directory), and ZeRO++
  * (zero/zeropp/zeropp.h): -qw (quantized weights), -hp (secondary shard group), -qg (quantized
- * gradients), -qgb (their bits), -qb (the weights' quantization block size), -qbg (the gradients').
+ * gradients), -qgb (their bits), -qb (the weights' quantization block size), -qbg (the gradients'),
+ * -sig (the signals that checkpoint and exit 75: train/signal_checkpoint.h).
  * Every flag takes one value. -h prints every flag with its default and exits 0; an unknown
  * flag or a malformed value prints one error line and exits 1.
  */
@@ -70,6 +71,7 @@ typedef struct {
     int zeropp_grad_block;     // -qbg: elements per quantization block of the gradients (qgZ)
     const char* trace_path;    // -tr: per-rank timeline (Chrome trace JSON), NULL: none
     const char* trace_steps;   // -ts: "FIRST-LAST" or "STEP", steps from 1
+    const char* checkpoint_signals; // -sig: signals that checkpoint and exit 75 (train/signal_checkpoint.h), "0": none
     const char* plan_machine;  // --plan: print the plan for this machine and exit (no training)
     int plan_world_size;       // -np: ranks to plan for (-1: 1); only with --plan
     int plan_ranks_per_node;   // -rpn: ranks per node to plan for (0: the machine's); only with --plan
@@ -125,6 +127,7 @@ static const ArgSpec arg_specs[] = {
     {"-qbg", ARG_INT, ARG_FIELD(zeropp_grad_block), "ZeRO++ qgZ: elements per gradient quantization block (multiple of 32, 32-65536)"},
     {"-tr", ARG_STRING, ARG_FIELD(trace_path), "timeline of steps -ts, FILE.json (rank R: FILE.rankR.json)"},
     {"-ts", ARG_STRING, ARG_FIELD(trace_steps), "steps the timeline holds: FIRST-LAST or STEP (from 1)"},
+    {"-sig", ARG_STRING, ARG_FIELD(checkpoint_signals), "signals that checkpoint after the step and exit 75: USR1,TERM,... (0: none)"},
     {"--plan", ARG_STRING, ARG_FIELD(plan_machine), "plan stages 0-3 on h100, h200, cpu[,key=value...]; exit"},
     {"-np", ARG_INT, ARG_FIELD(plan_world_size), "with --plan: the number of ranks to plan for (-1: 1)"},
     {"-rpn", ARG_INT, ARG_FIELD(plan_ranks_per_node), "with --plan: ranks per node (0: the machine's)"},
@@ -196,6 +199,7 @@ static void train_args_defaults(TrainArgs* a) {
     a->zeropp_grad_block = 256; // ZERO_PP_DEFAULT_GRAD_BLOCK (zero/zeropp/zeropp.h)
     a->trace_path = NULL;
     a->trace_steps = ARGS_TRACE_STEPS_DEFAULT;
+    a->checkpoint_signals = "USR1,TERM";
     a->plan_machine = NULL;
     a->plan_world_size = -1;
     a->plan_ranks_per_node = 0;

@@ -23,6 +23,7 @@
 #include "common/logger.h"
 #include "common/test_fault.h"
 #include "common/state_file.h"
+#include "train/signal_checkpoint.h"
 
 typedef struct {
     TrainArgs args;
@@ -225,6 +226,10 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
         fprintf(stderr, "error: -y 1: resuming needs the checkpoint directory; expected -o <dir> as well\n");
         exit(1);
     }
+    int signal_mask;
+    if (signal_checkpoint_parse(args->checkpoint_signals, &signal_mask) != 0)
+        args_fail("error: -sig %s: unknown signal list; expected 0 or names from USR1, USR2, TERM, INT, HUP separated by commas",
+                  args->checkpoint_signals);
     if (args->plan_machine != NULL) return; // --plan: no ranks, no training (plan/plan_setup.h)
     run->fault = test_fault_from_env();
     zero_cluster.timeout_s = args->collective_timeout_s;
@@ -235,6 +240,7 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
     ZeroFingerprint fingerprint = {"", 0};
     train_run_fingerprint(args, &fingerprint);
     zero_handshake(&fingerprint);
+    signal_checkpoint_install(signal_mask); // after the handshake's fault handlers: -sig's signals checkpoint
     zero_faults_check_launcher(args->collective_timeout_s);
 
     // Batch: each micro-step every rank processes B*T tokens; accumulate up to -d tokens.
