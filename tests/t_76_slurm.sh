@@ -27,3 +27,56 @@ for stage in 0 1 2 3; do
     check "${name}_matches_np1_stage0" python3 tests/zero_logcheck.py losses "$CT/ref" "$CT/srun$stage" 1e-5 --relative 1
 done
 echo "INFO t_76_slurm: $(took_since "$t_start") s"
+
+# scripts/sbatch_train.sh under Slurm: a running job stopped by a signal checkpoints (the trainer's
+# -sig, exit 75), is requeued and finishes by itself; its final checkpoint equals an uninterrupted
+# run's (the same files, bit for bit but for the run id: tests/lib.sh cmp_run_files).
+#   - requeue_usr1: `scancel --signal=USR1 --batch`, what `--signal=B:USR1@120` sends before the
+#     time limit: the script passes it on, the tasks exit 75, the script runs `scontrol requeue`;
+#   - requeue_scontrol: `scontrol requeue` (what preemption does): SIGTERM to every task, exit 75
+#     within KillWait, and Slurm has requeued the job itself.
+# The time from the signal to the first start's end (no trainer process left) and the bytes of
+# the checkpoint it wrote are printed (INFO).
+REQ_STEPS=40
+REQ_ARGS=(-b 3 -x "$REQ_STEPS" -n 20 -wt 20)
+t0=$(date +%s)
+if ! srun_run "$CT/req_ref.out" 2 2 1 "${REQ_ARGS[@]}" -o "$CT/req_ref"; then
+    echo "FAIL slurm_requeue_reference_run: $(grep -v tokenizer "$CT/req_ref.out" | tail -3 | tr '\n' ' ')"; exit 1
+fi
+echo "INFO slurm_requeue_reference: $REQ_STEPS steps at stage 1 on 2 hosts x 2 ranks in $(took_since "$t0") s"
+final=$(printf 'model_%08d.bin' "$REQ_STEPS")
+for how in usr1 scontrol; do
+    name="slurm_sbatch_requeue_$how"
+    dir="$CT/req_$how"
+    job=$(sbatch_submit "$dir" 1 "$CT/req_$how.job" "${REQ_ARGS[@]}")
+    if [ -z "$job" ]; then echo "FAIL ${name}_submitted: sbatch printed no job id"; continue; fi
+    if ! slurm_wait_step "$dir" 8 120; then
+        echo "FAIL ${name}_started: job $job did not reach step 8 in 120 s: $(tail -3 "$CT/req_$how.job" | tr '\n' ' ')"; continue
+    fi
+    t_sig=$(date +%s%N)
+    case $how in
+        usr1) slurm_exec node0 scancel --signal=USR1 --batch "$job" ;;
+        scontrol) slurm_exec node0 scontrol requeue "$job" ;;
+    esac
+    # The first start has ended when no trainer runs in the cluster (the job's state changes at
+    # once on `scontrol requeue`, before the tasks have checkpointed).
+    for ((i = 0; i < 600; i++)); do
+        slurm_trainers_running || break
+        sleep 0.1
+    done
+    stop_s=$(python3 -c "print(f'{($(date +%s%N) - $t_sig) / 1e9:.1f}')")
+    if ! slurm_wait_job "$job" 300; then
+        echo "FAIL ${name}_finishes: job $job not done 300 s after the signal: state $(slurm_job_state "$job"); $(tail -3 "$CT/req_$how.job" | tr '\n' ' ')"; continue
+    fi
+    check "${name}_checkpointed_exit_75" grep -q "checkpointed on a signal: SIG$( [ $how = usr1 ] && echo USR1 || echo TERM ).*exit 75" "$CT/req_$how.job"
+    seen="$(slurm_job_state "$job") $(slurm_exec node0 scontrol -o show job "$job" | grep -o 'Restarts=[0-9]*')"
+    check "${name}_requeued_once_completed" test "$seen" = "COMPLETED Restarts=1"
+    check "${name}_resumed_from_the_signal_checkpoint" grep -q "resume:.*step" "$CT/req_$how.job"
+    ok=1
+    for f in "$CT/req_ref/$final" "$CT/req_ref"/state_*"$(printf '%08d' "$REQ_STEPS")"*; do
+        cmp_run_files "$f" "$dir/$(basename "$f")" >/dev/null 2>&1 || { ok=0; echo "INFO ${name}: $(basename "$f") differs from the uninterrupted run's"; }
+    done
+    [ $ok -eq 1 ] && echo "PASS ${name}_final_checkpoint_equals_uninterrupted" || echo "FAIL ${name}_final_checkpoint_equals_uninterrupted"
+    echo "INFO ${name}: signal to the first start's end ${stop_s} s; $(grep -o 'checkpointed on a signal.*' "$CT/req_$how.job" | head -1)"
+done
+echo "INFO t_76_slurm: $(took_since "$t_start") s"
