@@ -9,6 +9,7 @@
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, placement, ZeroEngine
  *   zero/cluster/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
  *   zero/cluster/cluster.h      this rank, its host, every rank's host; what it is waiting for now
+ *   zero/cluster/startup_watchdog.h MPI_Init and NCCL's init bounded by -wt (a timer, before MPI)
  *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
  *   zero/trace/trace.h        the per-rank timeline of chosen steps (-tr): Chrome trace-event JSON
  *   zero/comm_mpi.h     communication over MPI: the engine's MPI calls, the -wt timeout, aborting ranks
@@ -155,6 +156,7 @@ typedef float ZeroFloat;
 #include "zero/engine.h"
 #include "zero/cluster/launcher.h"
 #include "zero/cluster/cluster.h"
+#include "zero/cluster/startup_watchdog.h"
 #include "zero/progress_cpu.h"
 #include "zero/trace/trace.h"
 #include "zero/comm_mpi.h"

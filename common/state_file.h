@@ -65,6 +65,10 @@ enum {
     // then counts tokens as steps x batch and starts the window afresh.
     ZS_BATCH_START_TOKENS, ZS_BATCH_WINDOW_STEPS, ZS_BATCH_WINDOW_MIN, ZS_TOKENS_SEEN,
     ZS_RUN_ID,          // the run that wrote it (as the model file's header says); 0 in older files
+    // The run's settings (common/run_record.h): ZS_RECORD 1 when set, 0 in older files. Floats
+    // as their 32-bit patterns.
+    ZS_RECORD, ZS_RECORD_LR, ZS_RECORD_SCHEDULE, ZS_RECORD_WARMUP, ZS_RECORD_FINAL_FRACTION, ZS_RECORD_WEIGHT_DECAY,
+    ZS_RECORD_CLIP, ZS_RECORD_MAX_STEPS, ZS_RECORD_BATCH_TOKENS, ZS_RECORD_B, ZS_RECORD_SEED,
     ZS_NUM_FIELDS
 };
 

@@ -6,7 +6,9 @@
  *   "stop@S"     every rank leaves the training loop at step S, after that step's checkpoint
  *                (a preempted job, for resume tests);
  *   "startstall:R" rank R stops responding right after MPI starts, before the handshake (a rank
- *                that never arrives).
+ *                that never arrives);
+ *   "launchstop:R" rank R (the launcher's rank variable) stops itself with SIGSTOP right after
+ *                launch, before MPI_Init (a rank stalled at start-up: the start-up watchdog).
  * Host C, header-only, libc only.
  */
 #ifndef TEST_FAULT_H
@@ -14,6 +16,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,8 +31,24 @@ static TestFault test_fault_from_env(void) {
     else if (sscanf(s, "exit:%d@%d", &f.rank, &f.step) == 2) strcpy(f.kind, "exit");
     else if (sscanf(s, "stop@%d", &f.step) == 1) strcpy(f.kind, "stop");
     else if (sscanf(s, "startstall:%d", &f.rank) == 1) strcpy(f.kind, "start");
-    else { fprintf(stderr, "error: ZERO_TEST_FAULT=%s: unknown; expected stall:R@S, exit:R@S, stop@S or startstall:R\n", s); exit(1); }
+    else if (sscanf(s, "launchstop:%d", &f.rank) == 1) strcpy(f.kind, "launch");
+    else { fprintf(stderr, "error: ZERO_TEST_FAULT=%s: unknown; expected stall:R@S, exit:R@S, stop@S, startstall:R or launchstop:R\n", s); exit(1); }
     return f;
+}
+
+// Called before MPI starts: "launchstop:R" stops rank R (OMPI_COMM_WORLD_RANK, PMIX_RANK or
+// SLURM_PROCID) with SIGSTOP, as a stalled process would be.
+static void test_fault_before_mpi(const TestFault* f) {
+    if (strcmp(f->kind, "launch") != 0) return;
+    const char* names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (int k = 0; k < 3; k++) {
+        const char* v = getenv(names[k]);
+        if (v == NULL) continue;
+        if (atoi(v) != f->rank) return;
+        fprintf(stderr, "test fault: rank %d stops itself (SIGSTOP) before MPI_Init\n", f->rank);
+        raise(SIGSTOP);
+        return;
+    }
 }
 
 // Called once the ranks have started, before the handshake: "startstall:R" hangs rank R.

@@ -5,7 +5,8 @@
  * Host C; include after zero.cuh (it starts and stops the ranks through the engine).
  * Across hosts (README "Many nodes"): the handshake first (zero/cluster/handshake.h: the same build,
  * flags, model and data on every rank, within -wt), then -o on every host with the run's lock,
- * then rank 0's resume decision, which every rank confirms with its own state file.
+ * then rank 0's resume decision, which every rank confirms with its own state file and which
+ * brings the checkpoint's settings (common/run_record.h), then the batch arithmetic with them.
  * Every user error is one line (from rank 0, or from the rank that found it) and exit status 1.
  */
 #ifndef COMMON_TRAIN_SETUP_H
@@ -38,6 +39,8 @@ typedef struct {
     const char* init;          // what the model is built from: -e, or resume_model
     int do_val;
     ZeroOffloadArgs offload;   // -zo, -zp, -zd (zero/offload/offload.h)
+    int argc;                  // the command line as given: which flags a resume keeps (common/run_record.h)
+    char** argv;
 } TrainRun;
 
 // After the ranks started: rank 0 prints the error line, every rank stops, exit 1.
@@ -145,6 +148,24 @@ static uint64_t train_run_new_id(void) {
 }
 
 /*
+ * Rank 0, resuming the checkpoint at step in dir: the run record (common/run_record.h) in the
+ * header of its rank-0 state file (this world size's, else any world size's there). Not present
+ * when the file has none or cannot be read here (the confirmation that follows names the file).
+ */
+static RunRecord train_run_checkpoint_record(const char* dir, int step, int world_size) {
+    char path[4300];
+    int sizes[16];
+    zero_state_rank_path(path, sizeof(path), dir, step, 0, world_size);
+    if (!file_exists(path) && zero_state_world_sizes(dir, step, sizes, 16) > 0) zero_state_rank_path(path, sizeof(path), dir, step, 0, sizes[0]);
+    int64_t header[ZERO_STATE_HEADER_INTS] = {0};
+    FILE* f = fopen(path, "rb");
+    if (f == NULL || fread(header, sizeof(int64_t), ZERO_STATE_HEADER_INTS, f) != ZERO_STATE_HEADER_INTS || header[ZS_MAGIC] != ZERO_STATE_MAGIC)
+        memset(header, 0, sizeof(header));
+    if (f) fclose(f);
+    return run_record_from_header(header);
+}
+
+/*
  * -y 1: rank 0 decides the step to resume (the latest model file in its -o: a model file marks
  * a complete checkpoint) and tells every rank, with the run id and config from that file's
  * header; every rank then confirms its own state file of that step, on its host, before
@@ -153,7 +174,7 @@ static uint64_t train_run_new_id(void) {
  */
 static void train_run_resume_decision(TrainRun* run) {
     const char* dir = run->args.output_dir;
-    struct { int64_t step; uint64_t run_id; GPT2Config config; } decision;
+    struct { int64_t step; uint64_t run_id; GPT2Config config; RunRecord record; } decision;
     memset(&decision, 0, sizeof(decision));
     char err[9000] = "";
     int ok = 1;
@@ -168,6 +189,7 @@ static void train_run_resume_decision(TrainRun* run) {
             ok = model_file_verify(path, &decision.run_id, &step_in_file, err, sizeof(err)) == 0;
             decision.step = latest;
             decision.config = cfg;
+            decision.record = train_run_checkpoint_record(dir, latest, run->world_size);
         } else {
             decision.run_id = train_run_new_id();
         }
@@ -180,6 +202,7 @@ static void train_run_resume_decision(TrainRun* run) {
         return;
     }
     run->start_step = (int)decision.step;
+    run_record_apply(&decision.record, &run->args, run->argc, run->argv, run->rank == 0); // the run's settings, unless given
     model_checkpoint_path(run->resume_model, sizeof(run->resume_model), dir, run->start_step);
     run->init = run->resume_model;
     GPT2Config cfg = decision.config;
@@ -194,6 +217,8 @@ static void train_run_resume_decision(TrainRun* run) {
 // Flags, ranks, the handshake, batch arithmetic, output dir and the checkpoint to resume (-y 1).
 static void train_run_start(TrainRun* run, int* argc, char*** argv) {
     memset(run, 0, sizeof(*run));
+    run->argc = *argc;
+    run->argv = *argv;
     TrainArgs* args = &run->args;
     train_args_parse(args, *argc, *argv);
     train_args_validate(args);
@@ -232,7 +257,8 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
                   args->checkpoint_signals);
     if (args->plan_machine != NULL) return; // --plan: no ranks, no training (plan/plan_setup.h)
     run->fault = test_fault_from_env();
-    zero_cluster.timeout_s = args->collective_timeout_s;
+    test_fault_before_mpi(&run->fault);
+    zero_cluster.timeout_s = args->collective_timeout_s; // before MPI starts: its start-up watchdog's bound too
     zero_ranks_start(argc, argv, &run->rank, &run->world_size);
     test_fault_at_startup(&run->fault, run->rank);
 
@@ -242,6 +268,18 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
     zero_handshake(&fingerprint);
     signal_checkpoint_install(signal_mask); // after the handshake's fault handlers: -sig's signals checkpoint
     zero_faults_check_launcher(args->collective_timeout_s);
+
+    run->init = args->init;
+    if (args->output_dir) train_run_output_dir(run);
+    // Resume (-y 1) from the latest complete checkpoint in rank 0's -o: its model file replaces -e.
+    if (args->resume) train_run_resume_decision(run);
+    else {
+        uint64_t id = run->rank == 0 ? train_run_new_id() : 0;
+        zero_startup_bcast(&id, sizeof(id), "the run id from rank 0");
+        zero_cluster.run_id = id;
+    }
+    run_record_from_args(&zero_checkpoint_record, args); // every checkpoint of this run records its settings
+    run->do_val = args->val_every > 0;
 
     // Batch: each micro-step every rank processes B*T tokens; accumulate up to -d tokens.
     int B = args->B, T = args->T, N = run->world_size;
@@ -265,17 +303,6 @@ static void train_run_start(TrainRun* run, int* argc, char*** argv) {
     if (batch_schedule_from_args(&run->batch, args, B, T, N, err, sizeof(err)) != 0) train_run_fail(run, "%s", err);
     run->total_batch_tokens = run->batch.state.batch_tokens;
     run->grad_accum_steps = batch_schedule_grad_accum_steps(&run->batch);
-
-    run->init = args->init;
-    if (args->output_dir) train_run_output_dir(run);
-    // Resume (-y 1) from the latest complete checkpoint in rank 0's -o: its model file replaces -e.
-    if (args->resume) train_run_resume_decision(run);
-    else {
-        uint64_t id = run->rank == 0 ? train_run_new_id() : 0;
-        zero_startup_bcast(&id, sizeof(id), "the run id from rank 0");
-        zero_cluster.run_id = id;
-    }
-    run->do_val = args->val_every > 0;
 }
 
 /*

@@ -10,6 +10,11 @@
 #ifndef ZERO_CUH
 #error "zero/checkpoint.h is part of the ZeRO engine; include zero.cuh"
 #endif
+#include "common/run_record.h"
+
+// The run's settings every state file records (common/run_record.h): set by the trainer's
+// start (train/train_setup.h) once resume has applied a checkpoint's record; not present: none.
+static RunRecord zero_checkpoint_record;
 
 /*
  * Write the checkpoint of `step` into dir. Every rank writes its state file (its AdamW slices,
@@ -41,6 +46,7 @@ static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long 
     zero_state_header_set_batch(header, batch);
     zero_state_header_set_gns(header, gns);
     header[ZS_RUN_ID] = (int64_t)zero_cluster.run_id;
+    run_record_to_header(&zero_checkpoint_record, header);
     char path[4300];
     zero_state_rank_path(path, sizeof(path), dir, step, z->rank, z->world_size);
     zero_state_write(path, header, m, v);
@@ -162,7 +168,8 @@ static void zero_checkpoint_load_state(ZeroEngine* z, const char* dir, int step,
     }
     zero_set_optimizer_shard(z, m, v);
     if (batch_tokens == -1) batch_tokens = header[ZS_BATCH_TOKENS];
-    if (z->rank == 0 && (header[ZS_BATCH_TOKENS] != batch_tokens || header[ZS_SEED] != seed))
+    // With a run record, resume already said each value that differs (common/run_record.h).
+    if (z->rank == 0 && header[ZS_RECORD] != 1 && (header[ZS_BATCH_TOKENS] != batch_tokens || header[ZS_SEED] != seed))
         printf("warning: resuming with a batch of %lld tokens and seed %d, but the checkpoint was written with %lld and %lld: "
                "training continues, not on the same trajectory\n", batch_tokens, seed,
                (long long)header[ZS_BATCH_TOKENS], (long long)header[ZS_SEED]);

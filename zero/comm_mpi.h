@@ -51,7 +51,10 @@ static void zero_faults_remove_files(void);               // zero/cluster/faults
 static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size) {
     zero_cluster.launcher = launcher_view(); // before MPI_Init, which sets variables of its own
     int provided;
+    // MPI_Init returns once every rank called it: bounded by -wt (zero/cluster/startup_watchdog.h).
+    zero_startup_watchdog_arm("MPI_Init", zero_cluster.timeout_s, "a rank did not start or is stalled");
     MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    zero_startup_watchdog_disarm();
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); // MPI_CHECK reports, then aborts
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, world_size));

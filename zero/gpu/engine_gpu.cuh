@@ -191,7 +191,10 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
         ncclUniqueId id;
         if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
         zero_startup_bcast(&id, sizeof(id), "the NCCL id from rank 0"); // bounded by -wt (zero/cluster/handshake.h)
+        zero_startup_watchdog_arm("NCCL's communicator init (ncclCommInitRank)", zero_cluster.timeout_s,
+                                  "a rank did not reach it, or NCCL could not connect the ranks"); // zero/cluster/startup_watchdog.h
         NCCL_CHECK(ncclCommInitRank(&z->nccl, world_size, id, rank));
+        zero_startup_watchdog_disarm();
     }
 #endif
     zero_active_engine = z;
