@@ -26,7 +26,6 @@ for stage in 0 1 2 3; do
     fi
     check "${name}_matches_np1_stage0" python3 tests/zero_logcheck.py losses "$CT/ref" "$CT/srun$stage" 1e-5 --relative 1
 done
-echo "INFO t_76_slurm: $(took_since "$t_start") s"
 
 # scripts/sbatch_train.sh under Slurm: a running job stopped by a signal checkpoints (the trainer's
 # -sig, exit 75), is requeued and finishes by itself; its final checkpoint equals an uninterrupted
@@ -79,4 +78,42 @@ for how in usr1 scontrol; do
     [ $ok -eq 1 ] && echo "PASS ${name}_final_checkpoint_equals_uninterrupted" || echo "FAIL ${name}_final_checkpoint_equals_uninterrupted"
     echo "INFO ${name}: signal to the first start's end ${stop_s} s; $(grep -o 'checkpointed on a signal.*' "$CT/req_$how.job" | head -1)"
 done
+
+# A lost node: node1's cable cut at step 24 of the same run (-n 20, -wt 10). The ranks on node0
+# stop within -wt (a collective that waits longer aborts them) and the job ends within -wt + 30 s
+# (the bound the README gives); Slurm, finding node1 DOWN (SlurmdTimeout), requeues the job
+# (--requeue, JobState NODE_FAIL then PENDING); the last checkpoint, step 20, is intact: its files
+# equal the uninterrupted run's step-20 files. (Restarting on node0 alone with 2 ranks needs
+# resharding on load; not tested here.)
+name=slurm_sbatch_lost_node
+dir="$CT/lost"
+job=$(sbatch_submit "$dir" 1 "$CT/lost.job" "${REQ_ARGS[@]}" -wt 10)
+if [ -z "$job" ]; then echo "FAIL ${name}_submitted: sbatch printed no job id"
+elif ! slurm_wait_step "$dir" 24 120; then
+    echo "FAIL ${name}_started: job $job did not reach step 24 in 120 s: $(tail -3 "$CT/lost.job" | tr '\n' ' ')"
+else
+    t_cut=$(date +%s%N)
+    cluster_link node1 down
+    # The job has ended when its batch step on node0 is gone: no trainer left on node0, and the
+    # controller no longer has it RUNNING (node1's own ranks are cut off and not counted).
+    for ((i = 0; i < 900; i++)); do
+        on0=0
+        for pid in $(ip netns pids "${CL_TAG}h0" 2>/dev/null); do grep -q train_gpt2 "/proc/$pid/cmdline" 2>/dev/null && on0=1; done
+        state=$(slurm_job_state "$job")
+        [ $on0 -eq 0 ] && [ "$state" != RUNNING ] && [ "$state" != COMPLETING ] && break
+        sleep 0.1
+    done
+    end_s=$(python3 -c "print(f'{($(date +%s%N) - $t_cut) / 1e9:.1f}')")
+    check "${name}_job_ends_within_wt_plus_30s" python3 -c "import sys; sys.exit(0 if $end_s <= 10 + 30 else 1)"
+    check "${name}_rank_names_the_wait" grep -q "longer than -wt 10 s" "$CT/lost.job"
+    restarts=$(slurm_exec node0 scontrol -o show job "$job" | grep -o 'Restarts=[0-9]*')
+    check "${name}_requeued_by_slurm" test "$state $restarts" = "PENDING Restarts=1"
+    ok=1
+    for f in "$CT/req_ref/model_00000020.bin" "$CT/req_ref"/state_00000020_r*_of_4.bin; do
+        cmp_run_files "$f" "$dir/$(basename "$f")" >/dev/null 2>&1 || { ok=0; echo "INFO ${name}: $(basename "$f") missing or differs"; }
+    done
+    [ $ok -eq 1 ] && echo "PASS ${name}_last_checkpoint_intact" || echo "FAIL ${name}_last_checkpoint_intact"
+    echo "INFO ${name}: cable cut at step 24 to the job's end ${end_s} s (-wt 10); $(du -cb "$dir"/model_00000020.bin "$dir"/state_00000020_* | tail -1 | cut -f1) bytes in the step-20 checkpoint"
+    slurm_exec node0 scancel "$job"
+fi
 echo "INFO t_76_slurm: $(took_since "$t_start") s"
