@@ -83,8 +83,8 @@ done
 # stop within -wt (a collective that waits longer aborts them) and the job ends within -wt + 30 s
 # (the bound the README gives); Slurm, finding node1 DOWN (SlurmdTimeout), requeues the job
 # (--requeue, JobState NODE_FAIL then PENDING); the last checkpoint, step 20, is intact: its files
-# equal the uninterrupted run's step-20 files. (Restarting on node0 alone with 2 ranks needs
-# resharding on load; not tested here.)
+# equal the uninterrupted run's step-20 files. Then the requeued job, moved to node0 alone, finishes
+# (fewer ranks than before would need resharding on load: not tested here).
 name=slurm_sbatch_lost_node
 dir="$CT/lost"
 job=$(sbatch_submit "$dir" 1 "$CT/lost.job" "${REQ_ARGS[@]}" -wt 10)
@@ -114,6 +114,21 @@ else
     done
     [ $ok -eq 1 ] && echo "PASS ${name}_last_checkpoint_intact" || echo "FAIL ${name}_last_checkpoint_intact"
     echo "INFO ${name}: cable cut at step 24 to the job's end ${end_s} s (-wt 10); $(du -cb "$dir"/model_00000020.bin "$dir"/state_00000020_* | tail -1 | cut -f1) bytes in the step-20 checkpoint"
-    slurm_exec node0 scancel "$job"
+    # Requeued with the node count it ran on (2), it would wait for node1; told to take 1 node, it
+    # starts on node0 (4 CPUs there: the same 4 ranks, so the same world size and no reshard),
+    # resumes step 20 and finishes: the final checkpoint equals the uninterrupted run's.
+    slurm_exec node0 scontrol update JobId="$job" NumNodes=1 NumTasks=2
+    if ! slurm_wait_job "$job" 200; then
+        echo "FAIL ${name}_restart_on_node0_finishes: state $(slurm_job_state "$job"); $(tail -3 "$CT/lost.job" | tr '\n' ' ')"
+    else
+        check "${name}_restart_on_node0_alone" grep -q "start 1 on node0," "$CT/lost.job"
+        check "${name}_restart_resumed_step_20" grep -q "resume: from step 20 " "$CT/lost.job"
+        ok=1
+        for f in "$CT/req_ref/$final" "$CT/req_ref"/state_*"$(printf '%08d' "$REQ_STEPS")"*; do
+            cmp_run_files "$f" "$dir/$(basename "$f")" >/dev/null 2>&1 || { ok=0; echo "INFO ${name}: $(basename "$f") missing or differs"; }
+        done
+        [ $ok -eq 1 ] && echo "PASS ${name}_final_checkpoint_equals_uninterrupted" || echo "FAIL ${name}_final_checkpoint_equals_uninterrupted"
+    fi
+    slurm_exec node0 scancel "$job" 2>/dev/null
 fi
 echo "INFO t_76_slurm: $(took_since "$t_start") s"
