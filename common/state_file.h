@@ -154,6 +154,20 @@ static int gpt2_config_equal(const GPT2Config* a, const GPT2Config* b) {
            a->num_layers == b->num_layers && a->num_heads == b->num_heads && a->channels == b->channels;
 }
 
+/*
+ * Where rank r of N keeps unit u (layout padded for N ranks): its real elements [*begin, *end)
+ * of the unit (none when *end <= *begin: the rank's part is padding), the first of which sits at
+ * element *at of the rank's m and v slices (its rank file's payload). The one map from a rank
+ * file to unit elements: build/zero_consolidate converts through it, and a resume at another
+ * world size reshards on load with it (zero/checkpoint.h).
+ */
+static void zero_state_rank_part(const ParamLayout* layout, int N, int r, int u, size_t* begin, size_t* end, size_t* at) {
+    const ParamUnit* pu = &layout->units[u];
+    *begin = (size_t)r * pu->shard_numel;
+    *end = *begin + pu->shard_numel < pu->numel ? *begin + pu->shard_numel : pu->numel;
+    *at = pu->offset / (size_t)N;
+}
+
 // Write a state file atomically. header[ZS_NUMEL] gives the length of m and v; magic, version
 // and checksum are filled in here.
 static void zero_state_write(const char* path, int64_t* header, const float* m, const float* v) {

@@ -151,10 +151,10 @@ int main(int argc, char** argv) {
             memcpy(full_m, m, layout.num_parameters * sizeof(float));
             memcpy(full_v, v, layout.num_parameters * sizeof(float));
         } else {
-            for (int u = 0; u < layout.num_units; u++) { // rank r's slice of unit u: elements [r*shard, (r+1)*shard) of the padded unit
-                const ParamUnit* pu = &layout.units[u];
-                size_t begin = (size_t)r * pu->shard_numel, src = pu->offset / (size_t)from;
-                for (size_t j = begin; j < begin + pu->shard_numel && j < pu->numel; j++) {
+            for (int u = 0; u < layout.num_units; u++) { // rank r's part of unit u (common/state_file.h)
+                size_t begin, end, src;
+                zero_state_rank_part(&layout, from, r, u, &begin, &end, &src);
+                for (size_t j = begin; j < end; j++) {
                     full_m[real_off[u] + j] = m[src + j - begin];
                     full_v[real_off[u] + j] = v[src + j - begin];
                 }
@@ -191,9 +191,9 @@ int main(int argc, char** argv) {
             memset(slice_m, 0, target.shard_numel * sizeof(float));
             memset(slice_v, 0, target.shard_numel * sizeof(float));
             for (int u = 0; u < target.num_units; u++) { // padding (j >= numel) stays 0, as in training
-                const ParamUnit* pu = &target.units[u];
-                size_t begin = (size_t)r * pu->shard_numel, dst = pu->offset / (size_t)to;
-                for (size_t j = begin; j < begin + pu->shard_numel && j < pu->numel; j++) {
+                size_t begin, end, dst;
+                zero_state_rank_part(&target, to, r, u, &begin, &end, &dst);
+                for (size_t j = begin; j < end; j++) {
                     slice_m[dst + j - begin] = full_m[real_off[u] + j];
                     slice_v[dst + j - begin] = full_v[real_off[u] + j];
                 }

@@ -66,6 +66,65 @@ static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long 
                 step, ZERO_STAGE == 0 ? " or optimizer state" : "", ZERO_STAGE);
 }
 
+// Rank `rank` of N's part of any unit overlaps rank o of N_old's? (layouts padded for N and N_old)
+static int zero_checkpoint_parts_overlap(const ParamLayout* now, int N, int rank, const ParamLayout* old, int N_old, int o) {
+    for (int u = 0; u < now->num_units; u++) {
+        size_t b, e, at, ob, oe, oat;
+        zero_state_rank_part(now, N, rank, u, &b, &e, &at);
+        zero_state_rank_part(old, N_old, o, u, &ob, &oe, &oat);
+        if ((b > ob ? b : ob) < (e < oe ? e : oe)) return 1;
+    }
+    return 0;
+}
+
+/*
+ * Resume at another world size (resharding on load): the checkpoint has state files of N_old
+ * ranks, this run N. Is every old file this rank's part overlaps there, on this host, of the
+ * same checkpoint (step, config, run)? Returns 1 with rank 0's old header in header (every old
+ * file carries the same step, data position, meters and record), or 0 with one line naming the
+ * file and this host.
+ */
+static int zero_checkpoint_confirm_reshard(const char* dir, int step, const GPT2Config* cfg, int rank, int N, int N_old,
+                                           int64_t* header, char* err, size_t err_cap) {
+    char path[4300], who[128];
+    snprintf(who, sizeof(who), "error: rank %d (%s)", rank, zero_cluster.host);
+    ParamLayout now, old;
+    param_layout_build(&now, cfg, N, ZERO_ALIGN);
+    param_layout_build(&old, cfg, N_old, ZERO_ALIGN);
+    int ok = 1;
+    for (int o = 0; o < N_old && ok; o++) {
+        if (o != 0 && !zero_checkpoint_parts_overlap(&now, N, rank, &old, N_old, o)) continue;
+        zero_state_rank_path(path, sizeof(path), dir, step, o, N_old);
+        int64_t h[ZERO_STATE_HEADER_INTS];
+        FILE* f = fopen(path, "rb");
+        size_t got = f ? fread(h, sizeof(int64_t), ZERO_STATE_HEADER_INTS, f) : 0;
+        if (f) fclose(f);
+        GPT2Config file_cfg = zero_state_header_config(h);
+        if (f == NULL) {
+            snprintf(err, err_cap, "%s: %s: missing on this host; expected every state file of the %d-rank checkpoint at step %d "
+                     "that rank %d's part overlaps, to reshard it onto %d ranks on load (a node-local -o: copy the files here, "
+                     "or resume on the hosts that wrote them)", who, path, N_old, step, rank, N);
+            ok = 0;
+        } else if (got != ZERO_STATE_HEADER_INTS || h[ZS_MAGIC] != ZERO_STATE_MAGIC || h[ZS_VERSION] != ZERO_STATE_VERSION ||
+                   h[ZS_WORLD_SIZE] != N_old || h[ZS_RANK] != o || h[ZS_STEP] != step || !gpt2_config_equal(&file_cfg, cfg) ||
+                   h[ZS_ALIGN] != ZERO_ALIGN || h[ZS_NUMEL] != (int64_t)old.shard_numel) {
+            snprintf(err, err_cap, "%s: %s: not the state of rank %d of %d at step %d of this model (header differs); expected "
+                     "the state files written with model_%08d.bin", who, path, o, N_old, step, step);
+            ok = 0;
+        } else if ((uint64_t)h[ZS_RUN_ID] != zero_cluster.run_id) {
+            snprintf(err, err_cap, "%s: %s: written by run %016llx, but model_%08d.bin by run %016llx; expected the state written "
+                     "with that model file (a file of another run left in this dir?)", who, path, (unsigned long long)h[ZS_RUN_ID],
+                     step, (unsigned long long)zero_cluster.run_id);
+            ok = 0;
+        } else if (o == 0) {
+            memcpy(header, h, sizeof(h));
+        }
+    }
+    param_layout_free(&now);
+    param_layout_free(&old);
+    return ok;
+}
+
 /*
  * Resume, step 1 (train/train_setup.h, before any collective that depends on the checkpoint):
  * rank 0 has decided to resume from `step` of the run zero_cluster.run_id, whose model file on
@@ -86,9 +145,7 @@ static int zero_checkpoint_confirm_state(const char* dir, int step, const GPT2Co
         char full[4300];
         zero_state_full_path(full, sizeof(full), dir, step);
         if (count > 0 && sizes[0] != N)
-            snprintf(err, err_cap, "%s: %s: missing: the checkpoint at step %d has state for world size %d; expected world size %d "
-                     "(this run); convert first: build/zero_consolidate -o %s -x %d -from %d -to %d -z %d",
-                     who, path, step, sizes[0], N, dir, step, sizes[0], N, ZERO_STAGE);
+            return zero_checkpoint_confirm_reshard(dir, step, cfg, rank, N, sizes[0], header, err, err_cap);
         else if (count == 0 && file_exists(full))
             snprintf(err, err_cap, "%s: %s: missing: the checkpoint at step %d has only its full state; expected per-rank state "
                      "— convert first: build/zero_consolidate -o %s -x %d -from full -to %d -z %d", who, path, step, dir, step, N, ZERO_STAGE);
@@ -118,10 +175,6 @@ static int zero_checkpoint_confirm_state(const char* dir, int step, const GPT2Co
     else if (!gpt2_config_equal(&file_cfg, cfg) || header[ZS_ALIGN] != ZERO_ALIGN || header[ZS_NUMEL] != numel)
         snprintf(err, err_cap, "%s: %s: model config or slice size differs from model_%08d.bin; expected the state of the same checkpoint",
                  who, path, step);
-    else if (header[ZS_ZERO_STAGE] != ZERO_STAGE)
-        snprintf(err, err_cap, "%s: %s: written at ZeRO stage %lld; expected stage %d (this binary) "
-                 "— convert first: build/zero_consolidate -o %s -x %d -from %d -to %d -z %d",
-                 who, path, (long long)header[ZS_ZERO_STAGE], ZERO_STAGE, dir, step, N, N, ZERO_STAGE);
     else if ((uint64_t)header[ZS_RUN_ID] != zero_cluster.run_id)
         snprintf(err, err_cap, "%s: %s: written by run %016llx, but model_%08d.bin (rank 0, %s) by run %016llx; expected the state "
                  "written with that model file (a file of another run left in this dir?)", who, path,
@@ -132,6 +185,50 @@ static int zero_checkpoint_confirm_state(const char* dir, int step, const GPT2Co
     else
         return 1;
     return 0;
+}
+
+/*
+ * Resume at another world size: this rank's AdamW slices (z->layout's shard_numel each, into
+ * malloc'd *m, *v; padding 0, as in training) from the N_old-rank files its part overlaps, each
+ * read whole (its checksum checked) and copied element by element through zero_state_rank_part,
+ * the map build/zero_consolidate converts with: the same values as converting first. Returns 1,
+ * or 0 with one error line in err (nothing to free).
+ */
+static int zero_checkpoint_reshard_read(ZeroEngine* z, const char* dir, int step, int N_old, float** m, float** v,
+                                        char* err, size_t err_cap) {
+    const ParamLayout* now = z->layout;
+    int N = z->world_size;
+    ParamLayout old;
+    param_layout_build(&old, &now->config, N_old, ZERO_ALIGN);
+    *m = (float*)zero_calloc(now->shard_numel, sizeof(float), "resharded Adam m slice");
+    *v = (float*)zero_calloc(now->shard_numel, sizeof(float), "resharded Adam v slice");
+    int ok = 1;
+    for (int o = 0; o < N_old && ok; o++) {
+        if (!zero_checkpoint_parts_overlap(now, N, z->rank, &old, N_old, o)) continue;
+        char path[4300], line[9000];
+        int64_t h[ZERO_STATE_HEADER_INTS];
+        float *om = NULL, *ov = NULL;
+        zero_state_rank_path(path, sizeof(path), dir, step, o, N_old);
+        if (zero_state_read(path, h, &om, &ov, line, sizeof(line)) != 0) {
+            snprintf(err, err_cap, "error: rank %d (%s): %.8800s", z->rank, zero_cluster.host, line + strlen("error: "));
+            ok = 0;
+            break;
+        }
+        for (int u = 0; u < now->num_units; u++) {
+            size_t b, e, at, ob, oe, oat;
+            zero_state_rank_part(now, N, z->rank, u, &b, &e, &at);
+            zero_state_rank_part(&old, N_old, o, u, &ob, &oe, &oat);
+            for (size_t j = b > ob ? b : ob; j < (e < oe ? e : oe); j++) {
+                (*m)[at + j - b] = om[oat + j - ob];
+                (*v)[at + j - b] = ov[oat + j - ob];
+            }
+        }
+        free(om);
+        free(ov);
+    }
+    param_layout_free(&old);
+    if (!ok) { free(*m); free(*v); *m = *v = NULL; }
+    return ok;
 }
 
 /*
@@ -151,8 +248,11 @@ static void zero_checkpoint_load_state(ZeroEngine* z, const char* dir, int step,
     int64_t header[ZERO_STATE_HEADER_INTS];
     float *m = NULL, *v = NULL;
     int ok = zero_checkpoint_confirm_state(dir, step, &layout->config, z->rank, N, header, err, sizeof(err));
+    int N_old = ok ? (int)header[ZS_WORLD_SIZE] : N, stage_old = (int)header[ZS_ZERO_STAGE];
     zero_state_rank_path(path, sizeof(path), dir, step, z->rank, N);
-    if (ok && zero_state_read(path, header, &m, &v, err, sizeof(err)) != 0) {
+    if (ok && N_old != N) {
+        ok = zero_checkpoint_reshard_read(z, dir, step, N_old, &m, &v, err, sizeof(err));
+    } else if (ok && zero_state_read(path, header, &m, &v, err, sizeof(err)) != 0) {
         char line[sizeof(err)];
         snprintf(line, sizeof(line), "error: rank %d (%s): %.8800s", z->rank, zero_cluster.host, err + strlen("error: "));
         memcpy(err, line, sizeof(err));
@@ -167,6 +267,10 @@ static void zero_checkpoint_load_state(ZeroEngine* z, const char* dir, int step,
         exit(1);
     }
     zero_set_optimizer_shard(z, m, v);
+    if (z->rank == 0 && (N_old != N || stage_old != ZERO_STAGE))
+        printf("resume: the checkpoint's state of %d rank%s at ZeRO stage %d, resharded on load onto %d rank%s at stage %d "
+               "(as build/zero_consolidate -from %d -to %d -z %d would)\n", N_old, N_old > 1 ? "s" : "", stage_old, N,
+               N > 1 ? "s" : "", ZERO_STAGE, N_old, N, ZERO_STAGE);
     if (batch_tokens == -1) batch_tokens = header[ZS_BATCH_TOKENS];
     // With a run record, resume already said each value that differs (common/run_record.h).
     if (z->rank == 0 && header[ZS_RECORD] != 1 && (header[ZS_BATCH_TOKENS] != batch_tokens || header[ZS_SEED] != seed))
