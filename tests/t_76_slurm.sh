@@ -17,7 +17,8 @@ for stage in 0 1 2 3; do
     name="slurm_srun_pmix_zero${stage}_2hosts_x2"
     t0=$(date +%s)
     if ! srun_run "$CT/srun$stage.out" 2 2 "$stage" -b 3 -x 6 -o "$CT/srun$stage"; then
-        echo "FAIL ${name}_runs: $(grep -v tokenizer "$CT/srun$stage.out" | tail -3 | tr '\n' ' ')"; continue
+        # The first rank's error lines name the cause; the launcher's lines after them do not.
+        echo "FAIL ${name}_runs: $( (grep -m 3 '^error' "$CT/srun$stage.out"; grep -v tokenizer "$CT/srun$stage.out" | tail -2) | tr '\n' ' ')"; continue
     fi
     echo "INFO ${name}: ran in $(took_since "$t0") s"
     if [ "$stage" -eq 0 ]; then
