@@ -14,8 +14,6 @@ records what was measured then):
 
 Usage: python3 tests/docs_check.py [--root DIR] [--no-run] [--trainer PATH]
 Prints one PASS/FAIL line per check (tests/lib.sh style) and exits 1 on any FAIL.
-Pages named in PENDING may be missing (they arrive by merge from other branches): a link to one
-prints PENDING instead of failing, and is checked like any other once the file exists.
 """
 import argparse
 import glob
@@ -24,8 +22,6 @@ import re
 import subprocess
 import sys
 
-# Pages written on other branches, linked before they land (remove a name once it has landed).
-PENDING = {"docs/slurm.md", "docs/planning.md", "docs/testing.md", "docs/gpt2_124M.md"}
 # Folders whose paths name sources (a path under another first folder is an output or external).
 SOURCE_DIRS = ("zero", "common", "cpu", "kernels", "plan", "train", "scripts", "tests", "dev", "docs", "data")
 TOP_FILES = re.compile(r"^[\w.-]+\.(c|cu|cuh|h|py|sh|mk|md)$|^Makefile$")
@@ -169,24 +165,21 @@ def main():
 
     basenames = tracked_basenames()
 
-
     for page in md_files(root):
         rel = os.path.relpath(page, root)
         blocks, spans, links = split_page(open(page, encoding="utf-8").read())
-        missing, bad_links, pending = set(), set(), set()
+        missing, bad_links = set(), set()
         texts = spans + [b for info, b in blocks if info in ("", "sh", "bash", "sh quick", "c")]
         for t in texts:
             for p in path_candidates(t):
                 if not exists(p, basenames) and not is_generated(p):
-                    (pending if p in PENDING else missing).add(p)
+                    missing.add(p)
         for link in links:
             if link.startswith(("http://", "https://", "#", "mailto:")):
                 continue
             target = os.path.normpath(os.path.join(os.path.dirname(rel), link.split("#")[0]))
             if not os.path.exists(target):
-                (pending if target in PENDING else bad_links).add(link)
-        for p in sorted(pending):
-            print(f"PENDING docs_paths_{rel}: {p} (arrives by merge)")
+                bad_links.add(link)
         if missing or bad_links:
             r.fail(f"docs_paths_{rel}", "named but missing: " + ", ".join(sorted(missing | bad_links)))
         else:
