@@ -29,12 +29,13 @@ EXTERNAL_NAMES = {"llm.c", "cuda_occupancy.h"}  # cuda_occupancy.h: the CUDA too
 PLACEHOLDER = re.compile(r"[*?<>$%{}]|\bDIR\b|\bOUT\b|\.\.\.|/$|^~")
 # Trainers whose flags are checked against -h (the CPU build's list is the union of both builds').
 TRAINER = re.compile(r"(^|/)(train_gpt2|train_gpt2cu|train_gpt2_z[0-3]|train_gpt2cu_z[0-3])$")
-# Flags of other tools that pages name alone in a code span: mpirun, srun, zero_consolidate,
-# the data and Hugging Face scripts.
+# Flags of other tools that pages name alone in a code span: mpirun, srun, sbatch, zero_consolidate,
+# the data, recipe (scripts/gpt2_124M.sh) and Hugging Face scripts.
 OTHER_FLAGS = {"-np", "-x", "-H", "-N", "-n", "-to", "-from", "-z", "-o", "--force", "--dtype", "--bpe-dir",
                "--allow-run-as-root", "--oversubscribe", "--mpi", "--hostfile", "--plan", "--merge", "--step",
                "--slurm", "--hf", "--build-only", "--split-blank-lines", "--shard-size", "--target-loss",
-               "--ranks", "--mca", "--map-by", "-lcudnn"}
+               "--ranks", "--mca", "--map-by", "-lcudnn", "--requeue", "--batch", "--machine", "--stage",
+               "--dataset", "--sample", "--parquet", "--workers", "--jsonl"}
 
 
 def md_files(root):
