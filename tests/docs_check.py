@@ -14,8 +14,6 @@ records what was measured then):
 
 Usage: python3 tests/docs_check.py [--root DIR] [--no-run] [--trainer PATH]
 Prints one PASS/FAIL line per check (tests/lib.sh style) and exits 1 on any FAIL.
-Pages named in PENDING may be missing (they arrive by merge from other branches): a link to one
-prints PENDING instead of failing, and is checked like any other once the file exists.
 """
 import argparse
 import glob
@@ -24,8 +22,6 @@ import re
 import subprocess
 import sys
 
-# Pages written on other branches, linked before they land (remove a name once it has landed).
-PENDING = {"docs/slurm.md", "docs/planning.md", "docs/testing.md", "docs/gpt2_124M.md"}
 # Folders whose paths name sources (a path under another first folder is an output or external).
 SOURCE_DIRS = ("zero", "common", "cpu", "kernels", "plan", "train", "scripts", "tests", "dev", "docs", "data")
 TOP_FILES = re.compile(r"^[\w.-]+\.(c|cu|cuh|h|py|sh|mk|md)$|^Makefile$")
@@ -33,12 +29,13 @@ EXTERNAL_NAMES = {"llm.c", "cuda_occupancy.h"}  # cuda_occupancy.h: the CUDA too
 PLACEHOLDER = re.compile(r"[*?<>$%{}]|\bDIR\b|\bOUT\b|\.\.\.|/$|^~")
 # Trainers whose flags are checked against -h (the CPU build's list is the union of both builds').
 TRAINER = re.compile(r"(^|/)(train_gpt2|train_gpt2cu|train_gpt2_z[0-3]|train_gpt2cu_z[0-3])$")
-# Flags of other tools that pages name alone in a code span: mpirun, srun, zero_consolidate,
-# the data and Hugging Face scripts.
+# Flags of other tools that pages name alone in a code span: mpirun, srun, sbatch, zero_consolidate,
+# the data, recipe (scripts/gpt2_124M.sh) and Hugging Face scripts.
 OTHER_FLAGS = {"-np", "-x", "-H", "-N", "-n", "-to", "-from", "-z", "-o", "--force", "--dtype", "--bpe-dir",
                "--allow-run-as-root", "--oversubscribe", "--mpi", "--hostfile", "--plan", "--merge", "--step",
                "--slurm", "--hf", "--build-only", "--split-blank-lines", "--shard-size", "--target-loss",
-               "--ranks", "--mca", "--map-by", "-lcudnn"}
+               "--ranks", "--mca", "--map-by", "-lcudnn", "--requeue", "--batch", "--machine", "--stage",
+               "--dataset", "--sample", "--parquet", "--workers", "--jsonl"}
 
 
 def md_files(root):
@@ -169,24 +166,21 @@ def main():
 
     basenames = tracked_basenames()
 
-
     for page in md_files(root):
         rel = os.path.relpath(page, root)
         blocks, spans, links = split_page(open(page, encoding="utf-8").read())
-        missing, bad_links, pending = set(), set(), set()
+        missing, bad_links = set(), set()
         texts = spans + [b for info, b in blocks if info in ("", "sh", "bash", "sh quick", "c")]
         for t in texts:
             for p in path_candidates(t):
                 if not exists(p, basenames) and not is_generated(p):
-                    (pending if p in PENDING else missing).add(p)
+                    missing.add(p)
         for link in links:
             if link.startswith(("http://", "https://", "#", "mailto:")):
                 continue
             target = os.path.normpath(os.path.join(os.path.dirname(rel), link.split("#")[0]))
             if not os.path.exists(target):
-                (pending if target in PENDING else bad_links).add(link)
-        for p in sorted(pending):
-            print(f"PENDING docs_paths_{rel}: {p} (arrives by merge)")
+                bad_links.add(link)
         if missing or bad_links:
             r.fail(f"docs_paths_{rel}", "named but missing: " + ", ".join(sorted(missing | bad_links)))
         else:
