@@ -18,7 +18,13 @@
 #   - exit status 75 from the tasks ("checkpointed on a signal, requeue me"): the script asks
 #     Slurm to requeue the job (`scontrol requeue`), which then starts again from the top on
 #     whatever nodes are free, and -y 1 resumes. Any other status is the job's own.
-# Environment: TRAINER (the binary), SRUN_FLAGS (more srun options, e.g. --cpu-bind=cores).
+# Ranks: srun starts (nodes the job has now) x (tasks per node) tasks, so a job requeued onto
+# fewer nodes (after a lost node, `scontrol update JobId=ID NumNodes=1`) runs with fewer ranks, and
+# -y 1 reshards the checkpoint on load (docs/checkpoints.md). Keep the global batch with a fixed
+# -d among the trainer flags. Tasks per node: TASKS_PER_NODE if set, else --ntasks-per-node
+# (SLURM_NTASKS_PER_NODE), else the first count of SLURM_TASKS_PER_NODE ("2(x2)" -> 2).
+# Environment: TRAINER (the binary), TASKS_PER_NODE, SRUN_FLAGS (more srun options, e.g.
+# --cpu-bind=cores).
 #SBATCH --job-name=gpt2
 #SBATCH --nodes=2
 #SBATCH --ntasks-per-node=2
@@ -39,12 +45,31 @@ if [ ! -x "$trainer" ]; then
     exit 2
 fi
 mkdir -p "$out_dir" || { echo "sbatch_train.sh: cannot make the output dir $out_dir on $(hostname)" >&2; exit 2; }
-echo "sbatch_train.sh: job ${SLURM_JOB_ID:-?} start ${SLURM_RESTART_COUNT:-0} on ${SLURM_JOB_NODELIST:-?}, ${SLURM_NTASKS:-?} tasks: $trainer -o $out_dir -y 1 $*"
+
+# The job's ranks from the nodes it has on this start; Slurm keeps SLURM_NTASKS of the first start
+# on a requeued job, so it is not used.
+nodes=${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}}
+tpn=${TASKS_PER_NODE:-${SLURM_NTASKS_PER_NODE:-}}
+if [ -z "$tpn" ]; then
+    tpn=${SLURM_TASKS_PER_NODE:-1}
+    tpn=${tpn%%[(,]*}
+fi
+case "$nodes$tpn" in
+    *[!0-9]* | "") echo "sbatch_train.sh: cannot tell the ranks from nodes '$nodes' x tasks per node '$tpn' on $(hostname); set TASKS_PER_NODE" >&2; exit 2 ;;
+esac
+ntasks=$((nodes * tpn))
+echo "sbatch_train.sh: job ${SLURM_JOB_ID:-?} start ${SLURM_RESTART_COUNT:-0} on ${SLURM_JOB_NODELIST:-?}, $trainer -o $out_dir -y 1 $*"
+
+if [ "${SLURM_RESTART_COUNT:-0}" -gt 0 ]; then
+    echo "sbatch_train.sh: resuming on $nodes nodes x $tpn ranks ($ntasks ranks)"
+else
+    echo "sbatch_train.sh: starting on $nodes nodes x $tpn ranks ($ntasks ranks)"
+fi
 
 # srun in the background, so that this shell can take signals while the tasks run (bash runs a
 # trap only between commands, and `wait` is one it interrupts).
 # shellcheck disable=SC2086
-srun --mpi=pmix ${SRUN_FLAGS:-} "$trainer" -o "$out_dir" -y 1 "$@" &
+srun --mpi=pmix -N "$nodes" -n "$ntasks" ${SRUN_FLAGS:-} "$trainer" -o "$out_dir" -y 1 "$@" &
 srun_pid=$!
 forward() { kill -"$1" "$srun_pid" 2>/dev/null; }
 trap 'forward USR1' USR1
