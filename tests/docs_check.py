@@ -35,7 +35,7 @@ OTHER_FLAGS = {"-np", "-x", "-H", "-N", "-n", "-to", "-from", "-z", "-o", "--for
                "--allow-run-as-root", "--oversubscribe", "--mpi", "--hostfile", "--plan", "--merge", "--step",
                "--slurm", "--hf", "--build-only", "--split-blank-lines", "--shard-size", "--target-loss",
                "--ranks", "--mca", "--map-by", "-lcudnn", "--requeue", "--batch", "--machine", "--stage",
-               "--dataset", "--sample", "--parquet", "--workers", "--jsonl"}
+               "--dataset", "--sample", "--parquet", "--workers", "--jsonl", "--ntasks-per-node", "--nodes", "--signal"}
 
 
 def md_files(root):

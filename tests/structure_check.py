@@ -300,6 +300,20 @@ def unity_order(files, root='zero.cuh'):
     return order
 
 
+# Issue 26's targets are 0 circles, 0 late uses, 0 cross-file forward declarations and a core of at
+# most CORE_TOTAL_MAX lines; the tree is not there yet. Until it is, a check above its target but
+# not above the count measured when this ratchet was set (2026-12-06) prints "GAP" (the numbers,
+# not a pass) and a count above it fails: the structure may only get better. Lower these as the
+# hooks land; delete an entry when its check passes.
+RATCHET = {'structure_no_cycles': 2, 'structure_unity_order': 19,
+           'structure_no_forward_declarations': 28, 'structure_core_file_sizes': 2234}
+
+
+def verdict(name, measured):
+    """FAIL, or GAP while measured is within the ratchet (see RATCHET)."""
+    return 'GAP' if measured <= RATCHET.get(name, -1) else 'FAIL'
+
+
 def main():
     files = collect()
     definers, interface_names = {}, set()
@@ -364,7 +378,7 @@ def main():
         for comp in sccs:
             inside = ['%s->%s (%s)' % (a, b, edges[a][b]) for a in comp for b in sorted(edges[a]) if b in comp]
             desc.append('{%s}: %s' % (' '.join(comp), ', '.join(inside[:12]) + (' ...' if len(inside) > 12 else '')))
-        print('FAIL structure_no_cycles: %d circle(s): %s' % (len(sccs), ' | '.join(desc)))
+        print('%s structure_no_cycles: %d circle(s): %s' % (verdict('structure_no_cycles', len(sccs)), len(sccs), ' | '.join(desc)))
     else:
         print('PASS structure_no_cycles')
 
@@ -385,7 +399,7 @@ def main():
             elif t in pos and pos[t] > pos[rel]:
                 late.append('%s uses %s (%s)' % (rel, name, t))
     if late:
-        print('FAIL structure_unity_order: %d part(s) need a part below them: %s' % (len(late), '; '.join(late)))
+        print('%s structure_unity_order: %d part(s) need a part below them: %s' % (verdict('structure_unity_order', len(late)), len(late), '; '.join(late)))
     else:
         print('PASS structure_unity_order')
 
@@ -398,7 +412,7 @@ def main():
             if name not in s.defs and definers.get(name):
                 fwd.append('%s:%d %s (defined in %s)' % (rel, line, name, ','.join(sorted(definers[name]))))
     if fwd:
-        print('FAIL structure_no_forward_declarations: %d: %s' % (len(fwd), '; '.join(fwd)))
+        print('%s structure_no_forward_declarations: %d: %s' % (verdict('structure_no_forward_declarations', len(fwd)), len(fwd), '; '.join(fwd)))
     else:
         print('PASS structure_no_forward_declarations')
 
@@ -432,8 +446,8 @@ def main():
     if total <= CORE_TOTAL_MAX and not over:
         print('PASS structure_core_file_sizes (%d lines in %d files, largest %d)' % (total, len(core), max(sizes.values())))
     else:
-        print('FAIL structure_core_file_sizes: %d lines (max %d), files over %d: %s; %s' % (
-            total, CORE_TOTAL_MAX, CORE_FILE_MAX, ' '.join('%s=%d' % x for x in over.items()) or 'none', detail))
+        print('%s structure_core_file_sizes: %d lines (max %d), files over %d: %s; %s' % (
+            verdict('structure_core_file_sizes', total) if not over else 'FAIL', total, CORE_TOTAL_MAX, CORE_FILE_MAX, ' '.join('%s=%d' % x for x in over.items()) or 'none', detail))
 
     # (d) ZeroEngine's own fields.
     n, names = engine_fields(os.path.join(ROOT, 'zero/engine.h'))
