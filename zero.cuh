@@ -10,6 +10,9 @@
  *   zero/gpu/device_state.h GPU build: the GPU engine's state (streams, fp32 grads, master, NCCL): ZeroEngine.gpu
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, the ring queue, the tied rows,
  *                       the GNS norms, ZeroEngine (its own fields; each extension's state one field)
+ *   zero/hooks.h        the one place the core calls an extension (trace, offload, ZeRO++, tied rows,
+ *                       cluster); ZERO_EXT=0 (the lesson build) makes every hook empty
+ *   zero/backend.h      the functions both engines (CPU, GPU) implement, declared once
  *   zero/cluster/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
  *   zero/cluster/cluster.h      this rank, its host, every rank's host; what it is waiting for now
  *   zero/cluster/startup_watchdog.h MPI_Init and NCCL's init bounded by -wt (a timer, before MPI)
@@ -162,6 +165,8 @@ typedef float ZeroFloat;
 #include "zero/gpu/device_state.h"
 #endif
 #include "zero/engine.h"
+#include "zero/hooks.h"
+#include "zero/backend.h"
 #include "zero/cluster/launcher.h"
 #include "zero/cluster/cluster.h"
 #include "zero/cluster/startup_watchdog.h"

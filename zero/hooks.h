@@ -1,0 +1,36 @@
+/*
+ * zero/hooks.h: the one place where the core calls an extension. Each extension (trace, offload
+ * and NVMe, ZeRO++, tied rows, cluster robustness) lives in its own folder of zero/ and is reached
+ * from the core only through the hooks declared here; its state lives in its own struct, one field
+ * of ZeroEngine. A reader of the core may skip every folder below zero/ and read these lines as
+ * "here an extension may step in".
+ *
+ * ZERO_EXT (1 by default; 0 in the lesson build, `make train_gpt2 ZERO_EXT=none`): with 0 the
+ * extension folders are not compiled and each hook below is an empty inline function, so the core
+ * builds and runs alone (stages 0-3, rings overlapped with backward, accumulation, checkpoints,
+ * the GNS meter, the handshake).
+ *
+ * Needs: zero/engine.h (ZeroEngine, ZeroOp, ZeroWorkingUnit). Definitions: in each extension's
+ * folder (named beside each declaration).
+ */
+#ifndef ZERO_HOOKS_H
+#define ZERO_HOOKS_H
+#ifndef ZERO_CUH
+#error "include zero.cuh, not this file"
+#endif
+
+#ifndef ZERO_EXT
+#define ZERO_EXT 1
+#endif
+
+// ---- trace (zero/trace/): a collective's begin and end on the per-rank timeline ----
+
+// ---- cluster robustness (zero/cluster/): what process life registers to run on abort ----
+
+// ---- offload and NVMe (zero/offload/) ----
+
+// ---- ZeRO++ (zero/zeropp/) ----
+
+// ---- tied rows (zero/tied_rows/) ----
+
+#endif // ZERO_HOOKS_H
