@@ -35,15 +35,6 @@
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/optimizer_cpu.h the CPU engine's optimizer step on the owned slices (norm, clipping, AdamW)
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
- *   plan/plan_machine.h the planner's machine: presets (h100, h200, cpu) and overrides
- *   plan/plan_memory.h  the planner's bytes per rank at each stage, from the engine's functions
- *   plan/plan_compute.h the planner's work per unit: FLOPs and element-wise bytes; MFU's numerator
- *   plan/plan_comm.h    the planner's ring collective times (alpha-beta model), the network stack's CPU
- *   plan/plan_zeropp.h  the planner's ZeRO++ rows: zero/zeropp/zeropp.h's formulas for any world, its collectives' times
- *   plan/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
- *   plan/plan_offload.h the planner's offload rows (-zo, -zp): device/host/NVMe bytes from zero/offload/offload.h's
- *                       functions, the NVMe stream and host<->device copies simulated beside the schedule
- *   plan/plan.h         the planner (--plan): every stage's bytes and step time for any N, the table
  *   zero/gpu/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
  *   zero/offload/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
  *   zero/gpu/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
@@ -185,14 +176,6 @@ typedef float ZeroFloat;
 #include "zero/engine_cpu.h"
 #include "zero/optimizer_cpu.h"
 #include "zero/accounting.h"
-#include "plan/plan_machine.h"
-#include "plan/plan_memory.h"
-#include "plan/plan_compute.h"
-#include "plan/plan_comm.h"
-#include "plan/plan_zeropp.h"
-#include "plan/plan_schedule.h"
-#include "plan/plan_offload.h"
-#include "plan/plan.h"
 #if ZERO_GPU_BUILD
 #include "zero/gpu/comm_gpu.cuh"
 #include "zero/offload/offload_gpu.cuh"
