@@ -60,6 +60,23 @@ typedef struct PlanSim {
     PlanOffloadSim* os;     // its disk, copy link and pieces (plan/plan_offload_state.h)
 } PlanSim;
 
+// A simulated step's numbers (the third of three, plan_simulate) and the per-unit times it is given.
+typedef struct {
+    double compute_s, comm_s, exposed_s, step_s;
+    long long sent_elements; // per rank per step, summed over the simulated schedule's collectives
+    double quantize_s;       // ZeRO++'s (de)quantize passes on the compute side (not in compute_s)
+    double net_cpu_s;        // of the step's compute side (compute_s, the shard adds, zeroing, quantize), the time the network stack's CPU took
+    // -zo/-zp (plan/plan_offload.h), the third step: the disk's and the host<->device link's busy
+    // time, compute waiting for them (in exposed_s too), the checksums' compute time (in compute_s)
+    double disk_s, copy_s, io_exposed_s, copy_exposed_s, checksum_s;
+} PlanStep;
+
+typedef struct {
+    double fwd[256 + 2], bwd[256 + 2], head_fwd, head_bwd, optimizer_per_element;
+    double zero_grads_per_element; // the gradients' memset before a step (cpu: measured; else 0)
+    double scalar_s;
+} PlanTimes;
+
 static void plan_sim_trace_what(PlanSim* s, int kind, int phase, int unit, int op_kind, double begin, double end, long long elements,
                                 const char* what) {
     if (s->trace == NULL || s->trace_count == s->trace_capacity || (kind != ZERO_TRACE_EV_STEP && end <= begin)) return;
@@ -216,21 +233,5 @@ static PlanSlot* plan_take(PlanSim* s, PlanSlot* w, int unit) {
 }
 
 static size_t plan_unit_numel(const PlanSim* s, int unit) { return s->layout->units[unit].padded_numel; }
-
-typedef struct {
-    double compute_s, comm_s, exposed_s, step_s;
-    long long sent_elements; // per rank per step, summed over the simulated schedule's collectives
-    double quantize_s;       // ZeRO++'s (de)quantize passes on the compute side (not in compute_s)
-    double net_cpu_s;        // of the step's compute side (compute_s, the shard adds, zeroing, quantize), the time the network stack's CPU took
-    // -zo/-zp (plan/plan_offload.h), the third step: the disk's and the host<->device link's busy
-    // time, compute waiting for them (in exposed_s too), the checksums' compute time (in compute_s)
-    double disk_s, copy_s, io_exposed_s, copy_exposed_s, checksum_s;
-} PlanStep;
-
-typedef struct {
-    double fwd[256 + 2], bwd[256 + 2], head_fwd, head_bwd, optimizer_per_element;
-    double zero_grads_per_element; // the gradients' memset before a step (cpu: measured; else 0)
-    double scalar_s;
-} PlanTimes;
 
 #endif // ZERO_PLAN_SIM_H
