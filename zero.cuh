@@ -42,7 +42,11 @@
  *                       communicator), qgZ (grouped ncclSend/ncclRecv of int4/int8 codes)
  *   zero/gpu/optimizer_gpu.cuh the GPU optimizer step: fp32 gradient norm, clipping on the device,
  *                       one AdamW launch, results read back asynchronously (two steps in flight)
- *   zero/checkpoint.h   checkpoint save and resume over either engine
+ *   zero/reshard/reshard.h resume at another world size: each rank reads the old state files its slice overlaps
+ *   zero/checkpoint.h   checkpoint save and resume over either engine (the model's source: train/model_source.h)
+ *
+ * Not included: the planner (plan/plan.h, ./plan_gpt2), a model of this engine built on its
+ * functions; the trainers' --plan runs its binary (train/plan_exec.h).
  *
  * Where a collective is issued: zero_grads_unit_ready (gradients: all-reduce or reduce-scatter,
  * as backward finishes each unit), zero_param_work_gather (stage 3 all-gather before use) and
@@ -183,6 +187,7 @@ typedef float ZeroFloat;
 #include "zero/zeropp/zeropp_gpu.cuh"
 #include "zero/gpu/optimizer_gpu.cuh"
 #endif
+#include "zero/reshard/reshard.h"
 #include "zero/checkpoint.h"
 
 #endif // ZERO_CUH
