@@ -41,6 +41,7 @@
 #include "cpu/matmul.h"
 #include "cpu/residual.h"
 #include "zero.cuh"
+#include "train/model_source.h" // where the model comes from (-e, or the resume checkpoint): after zero.cuh
 #include "train/train_setup.h" // after zero.cuh: starts the ranks through it
 #include "train/noise_scale.h" // the GNS meter's glue to the engine: after zero.cuh
 #include "train/batch_schedule_trainer.h" // the batch schedule's glue: after noise_scale.h
@@ -156,7 +157,7 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
  */
 static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t seed, int rank, int world_size,
                        const ZeroOffloadArgs* offload) {
-    // A depth, a model file, or the resume checkpoint (read by rank 0 and broadcast): zero/checkpoint.h.
+    // A depth, a model file, or the resume checkpoint (read by rank 0 and broadcast): train/model_source.h.
     int from_file = model_source_config(init, &model->config);
     if (T > model->config.max_seq_len) {
         fprintf(stderr, "error: -t %d: longer than the model's max sequence length; expected T <= %d\n", T, model->config.max_seq_len);

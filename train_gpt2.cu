@@ -39,6 +39,7 @@
 #include "common/model_file.h"
 #include "common/dataloader.h"
 #include "common/gpt2_config.h"
+#include "common/flops.h"      // MFU's numerator
 #include "common/init.h"
 #include "common/logger.h"
 #include "common/rng.h"
@@ -47,6 +48,7 @@
 #include "common/tokenizer.h"
 #include "common/state_file.h"
 #include "zero.cuh"
+#include "train/model_source.h" // where the model comes from (-e, or the resume checkpoint): after zero.cuh
 #include "train/train_setup.h" // after zero.cuh: starts the ranks through it
 #include "train/noise_scale.h" // the GNS meter's glue to the engine, shared with train_gpt2.c: after zero.cuh
 #include "train/batch_schedule_trainer.h" // the batch schedule's glue, shared with train_gpt2.c: after noise_scale.h
@@ -285,7 +287,7 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
  */
 static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t seed, int rank, int world_size,
                        const ZeroOffloadArgs* offload) {
-    // A depth, a model file, or the resume checkpoint (read by rank 0 and broadcast): zero/checkpoint.h.
+    // A depth, a model file, or the resume checkpoint (read by rank 0 and broadcast): train/model_source.h.
     int from_file = model_source_config(init, &model->config);
     if (T > model->config.max_seq_len) {
         fprintf(stderr, "error: -t %d: longer than the model's max sequence length; expected T <= %d\n", T, model->config.max_seq_len);
@@ -701,14 +703,11 @@ static void gpt2_sample(GPT2* model, Tokenizer* tokenizer, int gen_tokens, uint6
 // ----------------------------------------------------------------------------------------------
 // Training loop helpers
 
-// Training FLOPs per token as llm.c counts them for its MFU (train_gpt2.cu, gpt2_estimate_mfu):
-// 6N for the weights (forward 2N, backward 4N; N with the padded vocabulary's wte rows) plus
-// 6 L C T for attention's score and value products (the 12 L C T of Chowdhery et al. 2022,
-// "PaLM", Appendix B, halved for the causal mask). So MFU figures here compare with llm.c's.
+// Training FLOPs per token for the MFU column, llm.c's count (common/flops.h; the planner's too).
 #define MFU_FORMULA_TEXT "6N + 6LCT FLOPs per token (llm.c's count)"
 static double flops_per_token(const GPT2* model, int T) {
     const GPT2Config* c = &model->config;
-    return plan_flops_per_token(model->layout.num_parameters, c->num_layers, c->channels, T); // plan/plan.h
+    return gpt2_flops_per_token(model->layout.num_parameters, c->num_layers, c->channels, T);
 }
 
 static float gpt2_val_loss(GPT2* model, DataLoader* val_loader, int val_steps) {

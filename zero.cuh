@@ -35,15 +35,6 @@
  *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
  *   zero/optimizer_cpu.h the CPU engine's optimizer step on the owned slices (norm, clipping, AdamW)
  *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
- *   plan/plan_machine.h the planner's machine: presets (h100, h200, cpu) and overrides
- *   plan/plan_memory.h  the planner's bytes per rank at each stage, from the engine's functions
- *   plan/plan_compute.h the planner's work per unit: FLOPs and element-wise bytes; MFU's numerator
- *   plan/plan_comm.h    the planner's ring collective times (alpha-beta model), the network stack's CPU
- *   plan/plan_zeropp.h  the planner's ZeRO++ rows: zero/zeropp/zeropp.h's formulas for any world, its collectives' times
- *   plan/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
- *   plan/plan_offload.h the planner's offload rows (-zo, -zp): device/host/NVMe bytes from zero/offload/offload.h's
- *                       functions, the NVMe stream and host<->device copies simulated beside the schedule
- *   plan/plan.h         the planner (--plan): every stage's bytes and step time for any N, the table
  *   zero/gpu/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
  *   zero/offload/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
  *   zero/gpu/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
@@ -51,7 +42,11 @@
  *                       communicator), qgZ (grouped ncclSend/ncclRecv of int4/int8 codes)
  *   zero/gpu/optimizer_gpu.cuh the GPU optimizer step: fp32 gradient norm, clipping on the device,
  *                       one AdamW launch, results read back asynchronously (two steps in flight)
- *   zero/checkpoint.h   checkpoint save and resume over either engine
+ *   zero/reshard/reshard.h resume at another world size: each rank reads the old state files its slice overlaps
+ *   zero/checkpoint.h   checkpoint save and resume over either engine (the model's source: train/model_source.h)
+ *
+ * Not included: the planner (plan/plan.h, ./plan_gpt2), a model of this engine built on its
+ * functions; the trainers' --plan runs its binary (train/plan_exec.h).
  *
  * Where a collective is issued: zero_grads_unit_ready (gradients: all-reduce or reduce-scatter,
  * as backward finishes each unit), zero_param_work_gather (stage 3 all-gather before use) and
@@ -185,14 +180,6 @@ typedef float ZeroFloat;
 #include "zero/engine_cpu.h"
 #include "zero/optimizer_cpu.h"
 #include "zero/accounting.h"
-#include "plan/plan_machine.h"
-#include "plan/plan_memory.h"
-#include "plan/plan_compute.h"
-#include "plan/plan_comm.h"
-#include "plan/plan_zeropp.h"
-#include "plan/plan_schedule.h"
-#include "plan/plan_offload.h"
-#include "plan/plan.h"
 #if ZERO_GPU_BUILD
 #include "zero/gpu/comm_gpu.cuh"
 #include "zero/offload/offload_gpu.cuh"
@@ -200,6 +187,7 @@ typedef float ZeroFloat;
 #include "zero/zeropp/zeropp_gpu.cuh"
 #include "zero/gpu/optimizer_gpu.cuh"
 #endif
+#include "zero/reshard/reshard.h"
 #include "zero/checkpoint.h"
 
 #endif // ZERO_CUH

@@ -159,7 +159,7 @@ static int gpt2_config_equal(const GPT2Config* a, const GPT2Config* b) {
  * of the unit (none when *end <= *begin: the rank's part is padding), the first of which sits at
  * element *at of the rank's m and v slices (its rank file's payload). The one map from a rank
  * file to unit elements: build/zero_consolidate converts through it, and a resume at another
- * world size reshards on load with it (zero/checkpoint.h).
+ * world size reshards on load with it (zero/reshard/reshard.h).
  */
 static void zero_state_rank_part(const ParamLayout* layout, int N, int r, int u, size_t* begin, size_t* end, size_t* at) {
     const ParamUnit* pu = &layout->units[u];

@@ -15,15 +15,22 @@
  * master weights and Adam state), cpu the CPU build's (fp32); gpu_build=0|1 overrides. --plan
  * stays in the trainers because scripts and users call `./train_gpt2 --plan ...`.
  *
- * Its parts:
+ * Its parts, included below in this order (each needs only the ones above it and zero.cuh, whose
+ * functions give the bytes, the elements sent and the layouts: the planner models the engine,
+ * the engine knows nothing of it):
  *   plan/plan_machine.h  the machine: presets (h100, h200, cpu) and key=value overrides
  *   plan/plan_memory.h   the model and batch; bytes per rank at each stage (the engine's functions)
- *   plan/plan_compute.h  the work per unit: FLOPs and element-wise bytes; MFU's numerator
+ *   plan/plan_compute.h  the work per unit: FLOPs and element-wise bytes (MFU's numerator:
+ *                        common/flops.h, shared with the GPU trainer)
  *   plan/plan_comm.h     ring collective times under the alpha-beta model; the network stack's CPU
  *   plan/plan_zeropp.h   ZeRO++ on stage 3 (qwZ, hpZ, qgZ): zero/zeropp/zeropp.h's formulas, its collectives' times
+ *   plan/plan_offload_state.h offload's simulated state: one configuration's bytes and rates, the disk and copies
+ *   plan/plan_sim.h      the simulator: one compute timeline, one link serving collectives in issue order
+ *   plan/plan_offload_sim.h offload beside the schedule: the NVMe stream, the host<->device copies
  *   plan/plan_schedule.h the engine's overlap schedule, simulated: exposed communication, step time
- *   plan/plan_offload.h  offload (-zo, -zp): zero/offload/offload.h's bytes, the NVMe stream and copies simulated
+ *   plan/plan_offload.h  offload's rows (-zo, -zp): zero/offload/offload.h's bytes, each simulated
  *   plan/plan.h          this file: every stage's plan, the table, the ZeRO++ rows
+ * and beside them:
  *   plan/plan_setup.h    the flags into a PlanModel and a PlanMachine; -pj's file
  *   plan/measure.h, plan/measure_ops.h  the cpu machine's rates, measured when the plan runs
  *   plan/plan_gpt2.c     the binary: each build's element sizes and activation bytes
@@ -35,9 +42,20 @@
 #ifndef ZERO_PLAN_H
 #define ZERO_PLAN_H
 #ifndef ZERO_CUH
-#error "plan/plan.h is part of the ZeRO engine; include zero.cuh"
+#error "plan/plan.h models the engine: include zero.cuh first"
 #endif
 #include <ctype.h>
+#include "common/flops.h"
+#include "plan/plan_machine.h"
+#include "plan/plan_memory.h"
+#include "plan/plan_compute.h"
+#include "plan/plan_comm.h"
+#include "plan/plan_zeropp.h"
+#include "plan/plan_offload_state.h"
+#include "plan/plan_sim.h"
+#include "plan/plan_offload_sim.h"
+#include "plan/plan_schedule.h"
+#include "plan/plan_offload.h"
 
 // What one stage stores per rank (bytes) and does per step, for the printed table.
 typedef struct {

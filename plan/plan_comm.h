@@ -7,8 +7,8 @@
  * "bus bandwidth" is this beta: nccl-tests doc/PERFORMANCE.md). Ranks are placed node by node,
  * so with several nodes every step crosses nodes on the ring's node-boundary edges; each node
  * then pushes one rank's volume through its NICs: beta = min(intra-node per-rank bandwidth, the
- * node's inter-node bandwidth), alpha = the larger latency. Part of the ZeRO engine's planner
- * (the map is in zero.cuh; the overview in plan/plan.h).
+ * node's inter-node bandwidth), alpha = the larger latency. Part of the planner
+ * (the overview in plan/plan.h).
  *
  * The network stack's CPU (net_cpu, plan/plan_machine.h: seconds per byte a rank sends, the
  * sender's and the receiver's together; TCP through the kernel, 0 for RDMA and NVLink): in a
@@ -28,7 +28,7 @@
 #ifndef ZERO_PLAN_COMM_H
 #define ZERO_PLAN_COMM_H
 #ifndef ZERO_CUH
-#error "plan/plan_comm.h is part of the ZeRO engine; include zero.cuh"
+#error "plan/plan_comm.h is part of the planner (plan/plan.h), a model of the engine: include zero.cuh first"
 #endif
 
 typedef struct {

@@ -1,26 +1,17 @@
 /*
  * plan/plan_compute.h: the planned model's work, per unit and micro-step: GEMM and attention
  * product FLOPs at the machine's matmul rate plus the element-wise ops' bytes at its memory
- * bandwidth; and MFU's numerator. Part of the ZeRO engine's planner (the map is in zero.cuh;
- * the overview in plan/plan.h).
+ * bandwidth (MFU's numerator is common/flops.h's). Part of the planner (the overview in plan/plan.h).
  */
 #ifndef ZERO_PLAN_COMPUTE_H
 #define ZERO_PLAN_COMPUTE_H
 #ifndef ZERO_CUH
-#error "plan/plan_compute.h is part of the ZeRO engine; include zero.cuh"
+#error "plan/plan_compute.h is part of the planner (plan/plan.h), a model of the engine: include zero.cuh first"
 #endif
 
 // flops at the matmul rate, bytes at the memory rate, seconds measured on the machine (cpu:
 // plan/measure_ops.h) of which measured_flops are part (counted for the FLOP totals, not timed twice).
 typedef struct { double flops, bytes, seconds, measured_flops; } PlanCost;
-
-// Training FLOPs per token, MFU's numerator (the GPU trainer's step lines and the plan), as llm.c
-// counts it (gpt2_estimate_mfu): 6N for the weights (forward 2N, backward 4N) plus 6 L C T for
-// attention's score and value products (Chowdhery et al. 2022, "PaLM", Appendix B's 12 L C T,
-// halved for the causal mask), so the MFU figures compare with llm.c's.
-static double plan_flops_per_token(size_t num_parameters, int L, int C, int T) {
-    return 6.0 * (double)num_parameters + 6.0 * L * (double)C * T;
-}
 
 // Attention products' FLOPs for one layer and one product (Q K^T or P V): B x NH blocks of
 // T/block query rows, each against the keys up to its block's end (causal), HS wide.

@@ -13,7 +13,8 @@
  */
 #define TESTING
 #include "train_gpt2.c"
-#include "plan/plan_setup.h"  // after zero.cuh
+#include "plan/plan.h"        // the planner: after zero.cuh, whose functions it models
+#include "plan/plan_setup.h"  // its flags
 #include "plan/measure.h"     // the cpu machine's measured rates
 #include "plan/measure_ops.h" // its non-GEMM ops measured at the model's shapes
 
@@ -41,7 +42,7 @@ static void plan_fill_cpu_build(PlanModel* pm, const ParamLayout* layout, PlanMa
     pm->attention_block = 64;
     pm->stores_attention_matrix = 1;
     pm->optimizer_bytes_per_element = 28.0 + (pm->world_size > 1 ? 8.0 : 0.0) + 4.0;
-    pm->flops_per_token = plan_flops_per_token(layout->num_parameters, c->num_layers, c->channels, pm->T);
+    pm->flops_per_token = gpt2_flops_per_token(layout->num_parameters, c->num_layers, c->channels, pm->T);
     if (!is_cpu) return;
     long cores = sysconf(_SC_NPROCESSORS_ONLN), pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     int N = pm->world_size, rows = pm->B * pm->T < 1024 ? pm->B * pm->T : 1024;
@@ -158,7 +159,7 @@ static void plan_fill_gpu_build(PlanModel* pm, const ParamLayout* layout, PlanMa
     pm->attention_block = 64;
     pm->stores_attention_matrix = 0;
     pm->optimizer_bytes_per_element = 34.0;
-    pm->flops_per_token = plan_flops_per_token(layout->num_parameters, c->num_layers, c->channels, pm->T);
+    pm->flops_per_token = gpt2_flops_per_token(layout->num_parameters, c->num_layers, c->channels, pm->T);
     if (is_cpu && m->peak_flops == 0.0) { // the GPU build planned on the cpu machine: only its bytes mean something
         m->peak_flops = 1e11;
         m->mem_bw = 1e10;

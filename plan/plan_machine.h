@@ -1,13 +1,13 @@
 /*
  * plan/plan_machine.h: the planner's machine (--plan MACHINE): device FLOP/s and memory, the
  * links within and across nodes (bandwidth, latency per ring step), presets for H100/H200 nodes
- * and this CPU, and the key=value overrides. Part of the ZeRO engine's planner (the map is in
- * zero.cuh; the planner's overview in plan/plan.h).
+ * and this CPU, and the key=value overrides. Part of the planner (the overview
+ * in plan/plan.h).
  */
 #ifndef ZERO_PLAN_MACHINE_H
 #define ZERO_PLAN_MACHINE_H
 #ifndef ZERO_CUH
-#error "plan/plan_machine.h is part of the ZeRO engine; include zero.cuh"
+#error "plan/plan_machine.h is part of the planner (plan/plan.h), a model of the engine: include zero.cuh first"
 #endif
 
 typedef struct {

@@ -1,7 +1,6 @@
 /*
  * plan/plan_memory.h: what the planned model is (PlanModel: config, batch, world, the trainer's
- * element sizes) and what each ZeRO stage stores per rank, in bytes. Part of the ZeRO engine's
- * planner (the map is in zero.cuh; the overview in plan/plan.h).
+ * element sizes) and what each ZeRO stage stores per rank, in bytes. Part of the planner (the overview in plan/plan.h).
  *
  * The bytes are the engine's own: its functions at the layout the engine would build for N ranks
  * (param_layout_build pads each unit to N x ZERO_ALIGN): zero_buffer_numel per buffer,
@@ -12,7 +11,7 @@
 #ifndef ZERO_PLAN_MEMORY_H
 #define ZERO_PLAN_MEMORY_H
 #ifndef ZERO_CUH
-#error "plan/plan_memory.h is part of the ZeRO engine; include zero.cuh"
+#error "plan/plan_memory.h is part of the planner (plan/plan.h), a model of the engine: include zero.cuh first"
 #endif
 
 typedef struct {
@@ -26,7 +25,7 @@ typedef struct {
     int attention_block;         // query/key block size: a causal block computes its diagonal tile whole
     int stores_attention_matrix; // CPU: the B x NH x T x T probabilities are written and read
     double optimizer_bytes_per_element; // AdamW + averaging + norm, per owned element
-    double flops_per_token;      // the trainer's MFU numerator (6N + 6LCT, plan_flops_per_token)
+    double flops_per_token;      // the trainer's MFU numerator (6N + 6LCT, gpt2_flops_per_token)
 } PlanModel;
 
 // What one stage stores per rank, in bytes, and docs/design.md "Memory per rank" for the engine's state.

@@ -2,8 +2,8 @@
  * plan/plan_zeropp.h: the planner's ZeRO++ rows (zero/zeropp/zeropp.h; Wang et al. 2023): stage 3 with
  * qwZ (int8 forward all-gather), hpZ (backward all-gather from a secondary shard over K ranks)
  * and qgZ (the gradient reduce-scatter as two all-to-alls of int4/int8 codes), for a world the
- * planner does not run. Part of the ZeRO engine's planner (the map is in zero.cuh; the overview
- * in plan/plan.h).
+ * planner does not run. Part of the planner (the overview in
+ * plan/plan.h).
  *
  * Bytes per rank per step, and their split within a node / across nodes, are zero/zeropp/zeropp.h's
  * own formulas (zero_pp_formula_bytes, zero_pp_formula_split_bytes: the functions both builds
@@ -37,7 +37,7 @@
 #ifndef ZERO_PLAN_ZEROPP_H
 #define ZERO_PLAN_ZEROPP_H
 #ifndef ZERO_CUH
-#error "plan/plan_zeropp.h is part of the ZeRO engine; include zero.cuh"
+#error "plan/plan_zeropp.h is part of the planner (plan/plan.h), a model of the engine: include zero.cuh first"
 #endif
 
 // The ZeRO++ flags of a plan (-qw, -hp, -qg, -qgb, -qb, -qbg, as the trainer takes them); given: any set.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ZeRO group 5: resume at another world size or stage, resharded on load (zero/checkpoint.h),
+# ZeRO group 5: resume at another world size or stage, resharded on load (zero/reshard/reshard.h),
 # CPU build. A stage-1 checkpoint of 3 ranks at step 5 (global batch 96 tokens: -b 4 x T 8 x 3):
 #   - resumed directly on 2 ranks (stage 1), on 4 ranks (stage 3) and on 3 ranks (stage 2) runs
 #     to step 10 bit for bit as `build/zero_consolidate -from 3 -to M -z S` then -y 1 does (the

@@ -25,6 +25,7 @@
 #include "common/test_fault.h"
 #include "common/state_file.h"
 #include "train/signal_checkpoint.h"
+#include "train/model_source.h" // zero_resume_model: the resume decision says where the model comes from
 
 typedef struct {
     TrainArgs args;

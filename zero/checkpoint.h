@@ -3,6 +3,8 @@
  * formats in common/model_file.h and common/state_file.h). Host code, the same in both
  * builds: a checkpoint written by either build resumes in either (the state files hold fp32 Adam
  * slices; the model file the fp32 parameters, which on the GPU are the master weights).
+ * Resuming at another world size is zero/reshard/reshard.h (two calls below); where the model
+ * comes from (-e, the resume checkpoint's model file) is trainer glue, train/model_source.h.
  * Part of the ZeRO engine (the map is in zero.cuh).
  */
 #ifndef ZERO_CHECKPOINT_H
@@ -67,65 +69,6 @@ static void zero_checkpoint_save(ZeroEngine* z, const char* dir, int step, long 
                 step, ZERO_STAGE == 0 ? " or optimizer state" : "", ZERO_STAGE);
 }
 
-// Rank `rank` of N's part of any unit overlaps rank o of N_old's? (layouts padded for N and N_old)
-static int zero_checkpoint_parts_overlap(const ParamLayout* now, int N, int rank, const ParamLayout* old, int N_old, int o) {
-    for (int u = 0; u < now->num_units; u++) {
-        size_t b, e, at, ob, oe, oat;
-        zero_state_rank_part(now, N, rank, u, &b, &e, &at);
-        zero_state_rank_part(old, N_old, o, u, &ob, &oe, &oat);
-        if ((b > ob ? b : ob) < (e < oe ? e : oe)) return 1;
-    }
-    return 0;
-}
-
-/*
- * Resume at another world size (resharding on load): the checkpoint has state files of N_old
- * ranks, this run N. Is every old file this rank's part overlaps there, on this host, of the
- * same checkpoint (step, config, run)? Returns 1 with rank 0's old header in header (every old
- * file carries the same step, data position, meters and record), or 0 with one line naming the
- * file and this host.
- */
-static int zero_checkpoint_confirm_reshard(const char* dir, int step, const GPT2Config* cfg, int rank, int N, int N_old,
-                                           int64_t* header, char* err, size_t err_cap) {
-    char path[4300], who[128];
-    snprintf(who, sizeof(who), "error: rank %d (%s)", rank, zero_cluster.host);
-    ParamLayout now, old;
-    param_layout_build(&now, cfg, N, ZERO_ALIGN);
-    param_layout_build(&old, cfg, N_old, ZERO_ALIGN);
-    int ok = 1;
-    for (int o = 0; o < N_old && ok; o++) {
-        if (o != 0 && !zero_checkpoint_parts_overlap(&now, N, rank, &old, N_old, o)) continue;
-        zero_state_rank_path(path, sizeof(path), dir, step, o, N_old);
-        int64_t h[ZERO_STATE_HEADER_INTS];
-        FILE* f = fopen(path, "rb");
-        size_t got = f ? fread(h, sizeof(int64_t), ZERO_STATE_HEADER_INTS, f) : 0;
-        if (f) fclose(f);
-        GPT2Config file_cfg = zero_state_header_config(h);
-        if (f == NULL) {
-            snprintf(err, err_cap, "%s: %s: missing on this host; expected every state file of the %d-rank checkpoint at step %d "
-                     "that rank %d's part overlaps, to reshard it onto %d ranks on load (a node-local -o: copy the files here, "
-                     "or resume on the hosts that wrote them)", who, path, N_old, step, rank, N);
-            ok = 0;
-        } else if (got != ZERO_STATE_HEADER_INTS || h[ZS_MAGIC] != ZERO_STATE_MAGIC || h[ZS_VERSION] != ZERO_STATE_VERSION ||
-                   h[ZS_WORLD_SIZE] != N_old || h[ZS_RANK] != o || h[ZS_STEP] != step || !gpt2_config_equal(&file_cfg, cfg) ||
-                   h[ZS_ALIGN] != ZERO_ALIGN || h[ZS_NUMEL] != (int64_t)old.shard_numel) {
-            snprintf(err, err_cap, "%s: %s: not the state of rank %d of %d at step %d of this model (header differs); expected "
-                     "the state files written with model_%08d.bin", who, path, o, N_old, step, step);
-            ok = 0;
-        } else if ((uint64_t)h[ZS_RUN_ID] != zero_cluster.run_id) {
-            snprintf(err, err_cap, "%s: %s: written by run %016llx, but model_%08d.bin by run %016llx; expected the state written "
-                     "with that model file (a file of another run left in this dir?)", who, path, (unsigned long long)h[ZS_RUN_ID],
-                     step, (unsigned long long)zero_cluster.run_id);
-            ok = 0;
-        } else if (o == 0) {
-            memcpy(header, h, sizeof(h));
-        }
-    }
-    param_layout_free(&now);
-    param_layout_free(&old);
-    return ok;
-}
-
 /*
  * Resume, step 1 (train/train_setup.h, before any collective that depends on the checkpoint):
  * rank 0 has decided to resume from `step` of the run zero_cluster.run_id, whose model file on
@@ -145,8 +88,8 @@ static int zero_checkpoint_confirm_state(const char* dir, int step, const GPT2Co
         int count = zero_state_world_sizes(dir, step, sizes, 16);
         char full[4300];
         zero_state_full_path(full, sizeof(full), dir, step);
-        if (count > 0 && sizes[0] != N)
-            return zero_checkpoint_confirm_reshard(dir, step, cfg, rank, N, sizes[0], header, err, err_cap);
+        if (count > 0 && sizes[0] != N) // written by another number of ranks: resharded on load (zero/reshard/reshard.h)
+            return zero_reshard_confirm(dir, step, cfg, rank, N, sizes[0], header, err, err_cap);
         else if (count == 0 && file_exists(full))
             snprintf(err, err_cap, "%s: %s: missing: the checkpoint at step %d has only its full state; expected per-rank state "
                      "— convert first: build/zero_consolidate -o %s -x %d -from full -to %d -z %d", who, path, step, dir, step, N, ZERO_STAGE);
@@ -189,54 +132,10 @@ static int zero_checkpoint_confirm_state(const char* dir, int step, const GPT2Co
 }
 
 /*
- * Resume at another world size: this rank's AdamW slices (z->layout's shard_numel each, into
- * malloc'd *m, *v; padding 0, as in training) from the N_old-rank files its part overlaps, each
- * read whole (its checksum checked) and copied element by element through zero_state_rank_part,
- * the map build/zero_consolidate converts with: the same values as converting first. Returns 1,
- * or 0 with one error line in err (nothing to free).
- */
-static int zero_checkpoint_reshard_read(ZeroEngine* z, const char* dir, int step, int N_old, float** m, float** v,
-                                        char* err, size_t err_cap) {
-    const ParamLayout* now = z->layout;
-    int N = z->world_size;
-    ParamLayout old;
-    param_layout_build(&old, &now->config, N_old, ZERO_ALIGN);
-    *m = (float*)zero_calloc(now->shard_numel, sizeof(float), "resharded Adam m slice");
-    *v = (float*)zero_calloc(now->shard_numel, sizeof(float), "resharded Adam v slice");
-    int ok = 1;
-    for (int o = 0; o < N_old && ok; o++) {
-        if (!zero_checkpoint_parts_overlap(now, N, z->rank, &old, N_old, o)) continue;
-        char path[4300], line[9000];
-        int64_t h[ZERO_STATE_HEADER_INTS];
-        float *om = NULL, *ov = NULL;
-        zero_state_rank_path(path, sizeof(path), dir, step, o, N_old);
-        if (zero_state_read(path, h, &om, &ov, line, sizeof(line)) != 0) {
-            snprintf(err, err_cap, "error: rank %d (%s): %.8800s", z->rank, zero_cluster.host, line + strlen("error: "));
-            ok = 0;
-            break;
-        }
-        for (int u = 0; u < now->num_units; u++) {
-            size_t b, e, at, ob, oe, oat;
-            zero_state_rank_part(now, N, z->rank, u, &b, &e, &at);
-            zero_state_rank_part(&old, N_old, o, u, &ob, &oe, &oat);
-            for (size_t j = b > ob ? b : ob; j < (e < oe ? e : oe); j++) {
-                (*m)[at + j - b] = om[oat + j - ob];
-                (*v)[at + j - b] = ov[oat + j - ob];
-            }
-        }
-        free(om);
-        free(ov);
-    }
-    param_layout_free(&old);
-    if (!ok) { free(*m); free(*v); *m = *v = NULL; }
-    return ok;
-}
-
-/*
  * Resume, step 2: load this rank's state file of the checkpoint at `step` (confirmed in step 1)
  * into the engine's AdamW slices, and return the train data position, the gradient noise scale
  * meter state (steps 0 when it has none) and the batch schedule's state it names. The parameters
- * came from the model file (model_source_unit). An error on any rank (a damaged payload) stops
+ * came from the model file (train/model_source.h). An error on any rank (a damaged payload) stops
  * every rank, with that rank's error line; another batch size than batch_tokens (-1: none
  * expected, -d auto takes the checkpoint's) or another seed than the checkpoint's is a warning
  * (rank 0).
@@ -251,8 +150,8 @@ static void zero_checkpoint_load_state(ZeroEngine* z, const char* dir, int step,
     int ok = zero_checkpoint_confirm_state(dir, step, &layout->config, z->rank, N, header, err, sizeof(err));
     int N_old = ok ? (int)header[ZS_WORLD_SIZE] : N, stage_old = (int)header[ZS_ZERO_STAGE];
     zero_state_rank_path(path, sizeof(path), dir, step, z->rank, N);
-    if (ok && N_old != N) {
-        ok = zero_checkpoint_reshard_read(z, dir, step, N_old, &m, &v, err, sizeof(err));
+    if (ok && N_old != N) { // zero/reshard/reshard.h
+        ok = zero_reshard_read(z, dir, step, N_old, &m, &v, err, sizeof(err));
     } else if (ok && zero_state_read(path, header, &m, &v, err, sizeof(err)) != 0) {
         char line[sizeof(err)];
         snprintf(line, sizeof(line), "error: rank %d (%s): %.8800s", z->rank, zero_cluster.host, err + strlen("error: "));
@@ -284,56 +183,6 @@ static void zero_checkpoint_load_state(ZeroEngine* z, const char* dir, int step,
     *gns = zero_state_header_gns(header);
     free(m);
     free(v);
-}
-
-// ---- where the model comes from ----
-
-/*
- * The resume checkpoint's model file is on rank 0's disk (with a node-local -o, only there):
- * train_run_start sets this when resuming, from rank 0's decision (the config rank 0 read from
- * the file's header comes with it), and model_source_* then read that file on rank 0 only and
- * broadcast it, unit by unit.
- */
-static struct {
-    int active;
-    char path[4300];
-    GPT2Config config;
-} zero_resume_model;
-
-/*
- * The model config for init (-e, or the resume checkpoint's model file): a depth descriptor
- * (returns 0), or a model file (returns 1: model_source_unit reads its parameters) whose header
- * is read and whose checksum is checked here (the resume checkpoint's: by rank 0 when it decided,
- * train/train_setup.h, as the other ranks may not have it). Bad input: one error line, exit 1.
- */
-static int model_source_config(const char* init, GPT2Config* cfg) {
-    if (zero_resume_model.active && strcmp(init, zero_resume_model.path) == 0) {
-        *cfg = zero_resume_model.config; // rank 0 checked the file when it decided to resume
-        return 1;
-    }
-    if (gpt2_config_from_descriptor(init, cfg) == 0) return 0;
-    if (init[0] == 'd' && init[1] >= '0' && init[1] <= '9' && strchr(init, '.') == NULL && strchr(init, '/') == NULL) {
-        fprintf(stderr, "error: -e %s: unknown depth descriptor; expected d1, d2, d3, d4, d6, d12, d24, d36, d48 or a model file\n", init);
-        exit(1);
-    }
-    int version;
-    model_file_read_header(init, cfg, &version);
-    char err[4400] = "";
-    int ok = model_file_verify(init, NULL, NULL, err, sizeof(err)) == 0;
-    zero_startup_agree(ok, err, "checking the model file's checksum"); // every rank reads -e: one line, not one per rank
-    return 1;
-}
-
-// One unit of a model file's parameters into unit_buf (padded_numel elements): read here, or
-// (the resume checkpoint) read by rank 0 and broadcast to every rank.
-static void model_source_unit(const char* init, const ParamLayout* layout, int unit, float* unit_buf) {
-    if (!(zero_resume_model.active && strcmp(init, zero_resume_model.path) == 0 && zero_cluster.world_size > 1)) {
-        model_file_read_params(init, layout, unit_buf, unit);
-        return;
-    }
-    if (zero_cluster.rank == 0) model_file_read_params(init, layout, unit_buf, unit);
-    // Broadcast: padded_numel fp32 elements of the unit, rank 0's file to every rank.
-    zero_startup_bcast(unit_buf, layout->units[unit].padded_numel * sizeof(float), "the resume checkpoint's parameters from rank 0");
 }
 
 #endif // ZERO_CHECKPOINT_H

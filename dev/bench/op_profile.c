@@ -12,6 +12,7 @@
  */
 #define TESTING
 #include "train_gpt2.c"
+#include "plan/plan.h"        // the planner's model of each op (plan/plan_compute.h)
 #include "plan/measure.h"     // the planner's rate measurements (train_gpt2.c no longer carries them)
 #include "plan/measure_ops.h"
 
