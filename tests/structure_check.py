@@ -306,7 +306,7 @@ def unity_order(files, root='zero.cuh'):
 # not a pass) and a count above it fails: the structure may only get better. Lower these as the
 # hooks land; delete an entry when its check passes.
 RATCHET = {'structure_no_cycles': 1, 'structure_unity_order': 18,
-           'structure_no_forward_declarations': 19, 'structure_core_file_sizes': 2127}
+           'structure_no_forward_declarations': 19}
 
 
 def verdict(name, measured):
