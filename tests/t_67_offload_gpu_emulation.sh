@@ -30,9 +30,10 @@ fi
 # rounding the kernel leaves to the compiler would make -zo cpu/nvme differ from on-device; the
 # other stages check the placements' plumbing, which contraction does not touch (one trainer
 # build more instead of three). Without FMA instructions the plain build runs stage 2 too.
+# plan_gpt2: the planner binary the trainers' --plan runs (train/plan_exec.h).
 FMA_TARGET=
 grep -qw fma /proc/cpuinfo && FMA_TARGET=build/emu/train_gpt2cu_fma_z2
-make -s -j2 emu_binaries $FMA_TARGET >/tmp/t67_make.$$ 2>&1 || { echo "FAIL offload_gpu_emu_build: $(tail -3 /tmp/t67_make.$$ | tr '\n' ' ')"; rm -f /tmp/t67_make.$$; exit 1; }
+make -s -j2 emu_binaries plan_gpt2 $FMA_TARGET >/tmp/t67_make.$$ 2>&1 || { echo "FAIL offload_gpu_emu_build: $(tail -3 /tmp/t67_make.$$ | tr '\n' ' ')"; rm -f /tmp/t67_make.$$; exit 1; }
 rm -f /tmp/t67_make.$$
 [ -n "$FMA_TARGET" ] || echo "SKIP offload_gpu_contracted: this CPU has no FMA instructions; stage 2 runs uncontracted"
 ET=$(mktemp -d /tmp/t67_offload_gpu.XXXXXX)
