@@ -6,7 +6,11 @@
 #                        build/emu/test_emu_ptx    ... of mma.sync, ldmatrix, cp.async (emu_ptx.h)
 #                        build/emu/test_cublaslt_emu the cuBLASLt model vs a double-precision GEMM
 #                        build/emu/test_kernels    dev/test_kernels.cu (every kernel vs its CPU twin)
-#                        build/emu/test_kernels_fma ... compiled contracting multiply-adds (-mfma; not in emu_binaries)
+#   make emu_fma_binaries  the contracted flavor (EMU_CONTRACT, dev/emu/emu.h: device code's
+#                        multiply-adds fused as nvcc fuses them, host code's not; needs an FMA CPU):
+#                        build/emu/test_kernels_fma, test_quantize_fma, test_gpt2cu_fma_z0,
+#                        train_gpt2cu_fma_z2
+#                        (any stage: train_gpt2cu_fma_z<S>, test_gpt2cu_fma_z<S>)
 #                        build/emu/test_quantize   dev/test_quantize.cu (ZeRO++ quantize kernels vs twin)
 #                        build/emu/test_gpt2cu_z<S> test_gpt2.cu at ZeRO stage S = 0..3
 #                        build/emu/train_gpt2cu_z<S> train_gpt2.cu at stage S, NCCL (dev/emu/nccl_emu.h:
@@ -57,11 +61,29 @@ $(EMU_BUILD)/test_cublaslt_emu: dev/emu/test_cublaslt_emu.cpp dev/emu/cublaslt_e
 $(EMU_BUILD)/test_kernels: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -x c++ $(EMU_SRC)/dev/test_kernels.cu -x none -o $@ $(EMU_LDLIBS)
 
-# test_kernels with fused multiply-adds contracted as nvcc contracts device code (-ffp-contract=fast
-# on an FMA-capable x86-64: -mfma); the CPU twins in the same program contract too, as the CPU
-# build's -march=native -ffp-contract=fast does. Only built where the CPU has FMA (t_65 asks).
+# The contracted flavor: -mfma (FMA instructions; x86-64 since Haswell / Zen), -ffp-contract=off
+# for host code and EMU_CONTRACT=1, which marks __global__ and __device__ functions
+# fp-contract=fast: device multiply-adds fuse as nvcc's do, the CPU twins and host code stay
+# unfused as in the CUDA build's host compile. Run with EMU_DEVICE_MATH=1 it is the emulation
+# closest to the device (t_65, t_67). Only built where the CPU has FMA (the tests ask).
+EMU_FMA_FLAGS = -mfma -ffp-contract=off -DEMU_CONTRACT=1
+EMU_FMA_BINARIES = $(EMU_BUILD)/test_kernels_fma $(EMU_BUILD)/test_quantize_fma $(EMU_BUILD)/test_gpt2cu_fma_z0 $(EMU_BUILD)/train_gpt2cu_fma_z2
+.PHONY: emu_fma_binaries
+emu_fma_binaries: $(EMU_FMA_BINARIES)
+
 $(EMU_BUILD)/test_kernels_fma: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
-	$(CXX) $(EMU_CXXFLAGS) -mfma -ffp-contract=fast -x c++ $(EMU_SRC)/dev/test_kernels.cu -x none -o $@ $(EMU_LDLIBS)
+	$(CXX) $(EMU_CXXFLAGS) $(EMU_FMA_FLAGS) -x c++ $(EMU_SRC)/dev/test_kernels.cu -x none -o $@ $(EMU_LDLIBS)
+
+$(EMU_BUILD)/test_quantize_fma: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
+	$(CXX) $(EMU_CXXFLAGS) $(EMU_FMA_FLAGS) -x c++ $(EMU_SRC)/dev/test_quantize.cu -x none -o $@ $(EMU_LDLIBS)
+
+$(EMU_BUILD)/test_gpt2cu_fma_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
+	$(CXX) $(EMU_CXXFLAGS) $(EMU_FMA_FLAGS) -DZERO_STAGE=$* -DZERO_COMM_MPI=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/test_gpt2.cu \
+		-x none -o $@ $(EMU_LDLIBS)
+
+$(EMU_BUILD)/train_gpt2cu_fma_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
+	$(CXX) $(EMU_CXXFLAGS) $(EMU_FMA_FLAGS) -DZERO_STAGE=$* -DEMU_NCCL=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/train_gpt2.cu \
+		-x none -o $@ $(EMU_LDLIBS)
 
 $(EMU_BUILD)/test_quantize: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -x c++ $(EMU_SRC)/dev/test_quantize.cu -x none -o $@ $(EMU_LDLIBS)

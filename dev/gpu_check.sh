@@ -21,7 +21,9 @@
 #      carried in build/device_deps/cudnn_frontend) when cuDNN is here; then, in the
 #      background while the GPU runs, test_gpt2cu at stages 1-3 and (with Open MPI) the host-
 #      staged MPI backend; random-token shards meanwhile
-#   2. test_kernels: every kernel against its CPU twin
+#   2. test_kernels: every kernel against its CPU twin; its "INFO err" lines are the device's
+#      errors per check, to set beside the emulation's (the numbers next to each tolerance in
+#      dev/test_kernels.cu, measured in the contracted flavor with EMU_DEVICE_MATH=1)
 #   3. test_gpt2cu (stage 0): the bf16 model against the PyTorch reference
 #   4. d12 at B=64, T=1024, stage 0, the own attention kernel: 12 steps, steps 3-6 timed op
 #      family by op family (-ot 4: the per-kernel table, common/op_timer.cuh), MFU (llm.c's

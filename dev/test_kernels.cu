@@ -6,13 +6,24 @@
  * arithmetic. Prints "PASS <name>" or "FAIL <name>: <first mismatch>" per test; exits 1 on any
  * failure.
  *
- * Tolerances. bf16 keeps 8 significant bits: rounding to nearest moves a value by at most
- * 2^-9 of itself, so one final rounding of an fp32 result gives |gpu - cpu| <= 2^-9 |cpu|; we
- * allow rtol = 2^-8 (twice that) for single-rounding outputs. Sums accumulated in fp32 in a
+ * Tolerances. bf16 keeps 8 significant bits: rounding to nearest moves a value by at most half
+ * an ulp, 2^-8 of a value just above a power of two, so one final rounding of an fp32 result
+ * gives |gpu - cpu| <= 2^-8 |cpu| + (the fp32 difference before the rounding): rtol = 2^-8
+ * (BF16_RTOL) is that rounding's bound exactly (measured: 0.00389-0.00391 relative on every
+ * bf16 output), and each atol bounds the fp32 difference. Sums accumulated in fp32 in a
  * different order than the CPU differ by at most n 2^-24 sum|terms| (worst case; typically
  * sqrt(n) 2^-24 sum|terms|); with n <= 256 and O(1) terms that stays below 1e-4, so an atol of
  * 1e-3 covers it, while an indexing bug changes an element by O(1). Where the kernel rounds
  * intermediates to bf16 (attention's P and dS), the bound is derived at that check.
+ * Measured: every check prints an "INFO err" line (largest error, and the smallest atol that
+ * passes at its rtol: "needed"). "measured" below is the largest over eight runs in the
+ * emulation (t_65, 2026-12-06): plain, scheduling seeds 1 and 2, unfused epilogues
+ * (EMU_CUBLASLT_NO_FUSED=1), device math (EMU_DEVICE_MATH=1), and the contracted flavor
+ * (test_kernels_fma: device code's multiply-adds fused as nvcc fuses them, emu.mk) alone and with
+ * device math at seeds 1, 2 and unfused. Contraction moved no check's worst error by more than
+ * the fp32 noise (rstd 3.4e-7 -> 2.4e-7 relative; bf16 outputs and the bit-identity checks
+ * unchanged). Where the device's order or arithmetic is not the emulation's (cuBLASLt's own
+ * kernels, atomics' order, tensor-core accumulation), the analytic bound stays and says so.
  */
 #include <math.h>
 #include <stdint.h>
@@ -43,7 +54,7 @@
 #include "../cpu/matmul.h"
 #include "../cpu/residual.h"
 
-#define BF16_RTOL 0.00390625f // 2^-8: twice the worst relative error of one bf16 rounding
+#define BF16_RTOL 0.00390625f // 2^-8: the worst relative error of one bf16 rounding (header)
 
 // ----------------------------------------------------------------------------------------------
 // Host helpers
@@ -95,15 +106,25 @@ static float max_abs(const float* x, size_t n) {
 static int failures = 0;
 
 // 1 if |got - want| <= atol + rtol |want| everywhere; otherwise prints the worst element (once
-// per test: `*reported` suppresses further lines) and returns 0.
+// per test: `*reported` suppresses further lines) and returns 0. Always prints what it measured
+// (the INFO line: largest |got - want|, largest relative error where |want| > atol, and the
+// largest share of the tolerance an element used), from which the tolerances were derived.
 static int close_enough(const char* test, const char* what, const float* got, const float* want, size_t n,
                         float rtol, float atol, int* reported) {
     size_t worst = 0;
     float worst_excess = 0.0f;
+    double max_abs_err = 0.0, max_rel_err = 0.0, atol_needed = 0.0;
     for (size_t i = 0; i < n; i++) {
-        float excess = fabsf(got[i] - want[i]) - (atol + rtol * fabsf(want[i]));
+        float diff = fabsf(got[i] - want[i]);
+        float excess = diff - (atol + rtol * fabsf(want[i]));
         if (!(excess <= worst_excess)) { worst_excess = excess; worst = i; } // also catches NaN
+        if (diff > max_abs_err) max_abs_err = diff;
+        if (fabsf(want[i]) > atol && diff / fabsf(want[i]) > max_rel_err) max_rel_err = diff / fabsf(want[i]);
+        double beyond_rtol = (double)diff - (double)rtol * fabsf(want[i]);
+        if (beyond_rtol > atol_needed) atol_needed = beyond_rtol;
     }
+    printf("INFO err %s %s: max abs %.3g, max rel %.3g, atol needed at rtol %.3g: %.3g (atol %.3g)\n", test, what,
+           max_abs_err, max_rel_err, rtol, atol_needed, atol);
     if (worst_excess == 0.0f && !isnan(got[worst])) return 1;
     if (!*reported) {
         printf("FAIL %s: %s[%zu] = %.6g, expected %.6g (rtol %.3g, atol %.3g)\n", test, what, worst, got[worst],
@@ -166,9 +187,12 @@ static void test_encoder(void) {
     download_bf16(dwpe_gpu, d_dwpe, n_wpe);
 
     int reported = 0, ok = 1;
-    // forward: one fp32 add of two bf16 values, one rounding
-    ok &= close_enough(name, "out", out_gpu, out_ref, n_out, BF16_RTOL, 1e-6f, &reported);
-    // backward: fp32 sums of <= BT unit-size terms in another order (see header), one rounding
+    // forward: the twin's fp32 add of the same two bf16 values, then one rounding: atol 0
+    // (measured needed 0; any fp32 difference here would be a bug)
+    ok &= close_enough(name, "out", out_gpu, out_ref, n_out, BF16_RTOL, 0.0f, &reported);
+    // backward: fp32 sums of <= BT unit-size terms in another order (see header), one rounding.
+    // Measured needed 0 (largest error 1.6e-2 = the rounding): no fp32 difference surfaced past
+    // the rounding, so nothing measured bounds it tighter and the reordering bound stays.
     ok &= close_enough(name, "dwte", dwte_gpu, dwte, n_wte, BF16_RTOL, 1e-3f, &reported);
     ok &= close_enough(name, "dwpe", dwpe_gpu, dwpe, n_wpe, BF16_RTOL, 1e-3f, &reported);
     report(name, ok);
@@ -249,19 +273,27 @@ static void test_layernorm_case(const char* name, int N, int C) {
     download_bf16(g_db, d_db, C);
 
     int reported = 0, ok = 1;
-    // mean, rstd: fp32 both sides, C-term sums in another order: relative 1e-5 is ~C * 2^-24 * 10
-    ok &= close_enough(name, "mean", g_mean, mean, N, 1e-5f, 1e-6f, &reported);
-    ok &= close_enough(name, "rstd", g_rstd, rstd, N, 1e-5f, 1e-6f, &reported);
-    // out = xhat*w + b, |xhat*w| <~ 4: fp32 noise ~1e-6 absolute, then one bf16 rounding
-    ok &= close_enough(name, "out", g_out, out, nc, BF16_RTOL, 1e-4f, &reported);
-    // dinp: old + fp32 update, one rounding; the update's fp32 noise (C-term means) < 1e-4
-    ok &= close_enough(name, "dinp", g_dinp, dinp, nc, BF16_RTOL, 1e-4f, &reported);
-    // dweight, dbias: N-term fp32 column sums in another order + one rounding (header: atol 1e-3)
+    // mean, rstd: fp32 both sides, C-term sums in another order. Measured: mean equal (max abs
+    // 0), rstd 4.1e-7 relative (rsqrtf's 2 ulps under device math, and the sum order).
+    // mean: atol 1e-7 (|mean| <~ 0.1: 16 of its fp32 ulps); rstd: rtol 2e-6 (5x the measured).
+    ok &= close_enough(name, "mean", g_mean, mean, N, 0.0f, 1e-7f, &reported);
+    ok &= close_enough(name, "rstd", g_rstd, rstd, N, 2e-6f, 0.0f, &reported);
+    // out = xhat*w + b, |xhat*w| <~ 4, then one bf16 rounding. The fp32 difference before it is
+    // rstd's (<= 4.1e-7 relative, above) times |xhat*w| <= 4: 1.6e-6; measured needed 2.4e-8.
+    // atol 1e-5: 6x that bound (was 1e-4, chosen before measuring).
+    ok &= close_enough(name, "out", g_out, out, nc, BF16_RTOL, 1e-5f, &reported);
+    // dinp: old + fp32 update, one rounding; the update carries rstd's error too. Measured
+    // needed 9.0e-8 (C 1600, contracted); atol 1e-5 as for out (same bound, 100x the measured).
+    ok &= close_enough(name, "dinp", g_dinp, dinp, nc, BF16_RTOL, 1e-5f, &reported);
+    // dweight, dbias: N-term fp32 column sums in another order + one rounding (header: atol
+    // 1e-3). Measured needed 0 (largest error 5.7e-2 = the rounding of values up to ~15): no
+    // fp32 difference surfaced past the rounding, so nothing measured bounds it tighter and the
+    // reordering bound stays.
     ok &= close_enough(name, "dweight", g_dw, dw, C, BF16_RTOL, 1e-3f, &reported);
     ok &= close_enough(name, "dbias", g_db, db, C, BF16_RTOL, 1e-3f, &reported);
     // fused residual: the same bf16 rounding of the same fp32 sum (exact), then the checks above
     ok &= close_enough(name, "fused_residual", g_resid, resid, nc, 0.0f, 0.0f, &reported);
-    ok &= close_enough(name, "fused_out", g_out2, out2, nc, BF16_RTOL, 1e-4f, &reported);
+    ok &= close_enough(name, "fused_out", g_out2, out2, nc, BF16_RTOL, 1e-5f, &reported); // as out (measured 1.8e-8)
     report(name, ok);
     cudaFree(d_a); cudaFree(d_branch); cudaFree(d_resid); cudaFree(d_out2); cudaFree(d_mean2); cudaFree(d_rstd2);
     free(branch_b); free(a_b); free(branch); free(a_in); free(resid); free(out2); free(mean2); free(rstd2); free(g_resid); free(g_out2);
@@ -325,16 +357,21 @@ static void test_matmul(void) {
     // All: exact bf16 products summed in fp32 (tensor cores) vs fp32 BLAS in another order:
     // <= k 2^-24 sum|terms| with k <= 384 and sum|terms| <~ 100 -> < 3e-3 worst case, ~1e-4
     // typical; atol 1e-2 keeps a margin and still catches any layout mistake (O(1) errors).
+    // Measured needed 1.1e-9 (out), 0 (dinp, dweight): but the emulation's cuBLASLt model sums
+    // in its own order, not cuBLASLt's kernels' (split-K, tile order), so the analytic bound stays.
     ok &= close_enough(name, "out", g_out, out, n_out, BF16_RTOL, 1e-2f, &reported);
     ok &= close_enough(name, "pre_gelu", g_pre, out, n_out, BF16_RTOL, 1e-2f, &reported);
-    // GELU epilogue: cuBLASLt's GELU may be the erf form; tanh and erf GELU differ by < 1e-3,
-    // well inside the bf16 rounding of outputs up to ~4.
-    ok &= close_enough(name, "gelu_epilogue", g_gelu, gelu_out, n_out, BF16_RTOL, 1e-2f, &reported);
+    // GELU epilogue: cuBLASLt's GELU may be the erf form (tanh and erf GELU differ by < 1e-3);
+    // where cuBLASLt refuses the fused epilogue the fallback applies GELU to the bf16-rounded
+    // pre-activation: gelu' <= 1.13 times its 2^-8 |x| rounding, |x| <~ 4: <= 1.8e-2. Measured
+    // needed 8.2e-3 unfused (1.2e-7 fused): atol 2e-2 (was 1e-2, 1.2x the measured).
+    ok &= close_enough(name, "gelu_epilogue", g_gelu, gelu_out, n_out, BF16_RTOL, 2e-2f, &reported);
     ok &= close_enough(name, "dinp", g_dinp, dinp, n_inp, BF16_RTOL, 1e-2f, &reported);
     ok &= close_enough(name, "dweight", g_dw, dw, n_w, BF16_RTOL, 1e-2f, &reported);
     // dbias: the BGRADB epilogue's column sums come out in bf16 (the output's type), then the add
     // into the non-zero dbias rounds again: two roundings, 2 * BF16_RTOL (in the trainer dbias
-    // starts each micro-step at zero, so the add is exact there)
+    // starts each micro-step at zero, so the add is exact there). Measured needed 1.2e-3; atol
+    // 1e-2 stays (8x; cuBLASLt's column sums need not follow the model's order).
     ok &= close_enough(name, "dbias", g_db, db, OC, 2.0f * BF16_RTOL, 1e-2f, &reported);
     report(name, ok);
 
@@ -385,11 +422,13 @@ static void test_matmul_dgelu(void) {
     download_bf16(g_db, d_db, C);
     int reported = 0, ok = 1;
     // dinp: the GEMM's fp32 sums in another order (atol 1e-2, test_matmul), times gelu' <= 1.13,
-    // one bf16 rounding (or two in the fallback: the GEMM's output, then gelu'; 2 * BF16_RTOL)
+    // one bf16 rounding (or two in the fallback: the GEMM's output, then gelu'; 2 * BF16_RTOL).
+    // Measured needed 0 at rtol 2^-7 (largest error 1.3e-2); the GEMM's bound stays (cuBLASLt).
     ok &= close_enough(name, "dinp", g_dinp, want, n_dinp, 2.0f * BF16_RTOL, 1.2e-2f, &reported);
     // bias gradient: N = 256 terms of that dinp (each within the above), plus one rounding:
-    // 256 * 2^-9 relative to the terms' magnitudes (~1) in the worst case, 0.5 absolute; the
-    // typical random-walk error is sqrt(256) * 2^-9 = 0.03; an indexing slip moves it by O(10).
+    // 256 * 2^-8 relative to the terms' magnitudes (~1) in the worst case, 1.0 absolute; the
+    // typical random-walk error is sqrt(256) * 2^-8 = 0.06; an indexing slip moves it by O(10).
+    // Measured needed 4.6e-2 (unfused; 1.7e-2 fused): atol 0.25, 5.4x the measured.
     ok &= close_enough(name, "dbias", g_db, db, C, BF16_RTOL, 0.25f, &reported);
     report(name, ok);
     matmul_destroy();
@@ -475,16 +514,20 @@ static void test_attention_case(const AttentionImplementation* impl, const char*
     int reported = 0, ok = 1;
     // out = sum_j P_j v_j / l with P_j rounded to bf16 (relative 2^-9 each) before the product:
     // error <= 2^-9 sum_j P_j |v_j| / l <= 2^-9 max|v|, plus the output's own rounding (2^-9 rel).
-    // |v| <= 2: atol = 2^-8 * 2 covers the first with a factor of 2 margin.
+    // |v| <= 2: atol = 2^-8 * 2 covers the first with a factor of 2 margin. Measured needed
+    // 1.9e-3 (hs64 T100): atol 7.8e-3 is 4x that; kept (mma's accumulation order is the device's).
     ok &= close_enough(name, "out", g_out, out, n_out, BF16_RTOL, 2.0f * BF16_RTOL, &reported);
-    // lse: fp32 online max/sum, exp2f/log2f (few ulp): relative 1e-5 of values ~1..10. Measured
-    // in t_65: max 9.5e-7 exact, 1.4e-6 with the device's intrinsic errors (EMU_DEVICE_MATH=1)
-    ok &= close_enough(name, "lse", g_lse, lse, n_lse, 1e-5f, 1e-4f, &reported);
+    // lse: fp32 online max/sum, exp2f/log2f (few ulp), values ~1..10. Measured 1.43e-6 absolute
+    // at most (exact and device math alike; 1.5 fp32 ulps at 8..16): atol 1e-5 (7x; was rtol
+    // 1e-5 + atol 1e-4, chosen before measuring), no relative part.
+    ok &= close_enough(name, "lse", g_lse, lse, n_lse, 0.0f, 1e-5f, &reported);
     // dqkv chains bf16 roundings: P and dS (2^-9 each), out (feeds D = rowsum(dO*out), 2^-9),
     // and the output (2^-9): ~4 * 2^-9 = 2^-7 relative to the *terms* of each sum, which cancel,
-    // so the absolute part is taken against the tensor's largest magnitude: 2^-6 * max|dqkv|.
+    // so the absolute part is taken against the tensor's largest magnitude. Measured needed
+    // 1.6e-3 of max|dqkv| (hs16 T32; 1.2e-3 at T1024): atol 2^-7 * max|dqkv|, 5x that (was
+    // 2^-6, 10x).
     float scale = max_abs(dqkv, n_qkv);
-    ok &= close_enough(name, "dqkv", g_dqkv, dqkv, n_qkv, 2.0f * BF16_RTOL, 4.0f * BF16_RTOL * scale, &reported);
+    ok &= close_enough(name, "dqkv", g_dqkv, dqkv, n_qkv, 2.0f * BF16_RTOL, 2.0f * BF16_RTOL * scale, &reported);
     // Measured errors, printed so the README and reviews can quote them (max |gpu - cpu|, and
     // for dqkv relative to max|dqkv|).
     float e_out = 0.0f, e_lse = 0.0f, e_dqkv = 0.0f;
@@ -552,12 +595,15 @@ static void test_gelu_residual(void) {
 
     int reported = 0, ok = 1;
     // each output is one fp32 expression of bf16 inputs, rounded once; device tanhf is within
-    // 2 ulp of the host's, so only the rounding shows.
+    // 2 ulp of the host's, so only the rounding shows. GELU: measured needed 0 (out), 2.6e-7
+    // (dinp: its few-term polynomial contracts on the device, not in the twin): atol 1e-6, 4x.
+    // residual: the twin's fp32 add of the same bf16 values, one rounding: measured needed 0,
+    // atol 0 (any fp32 difference would be a bug).
     ok &= close_enough(name, "gelu_out", g1, gelu_ref, N, BF16_RTOL, 1e-6f, &reported);
     ok &= close_enough(name, "gelu_dinp", g2, dgelu_ref, N, BF16_RTOL, 1e-6f, &reported);
-    ok &= close_enough(name, "residual_out", g3, sum_ref, N, BF16_RTOL, 1e-6f, &reported);
-    ok &= close_enough(name, "residual_da", g4, da_ref, N, BF16_RTOL, 1e-6f, &reported);
-    ok &= close_enough(name, "residual_db", g5, db_ref, N, BF16_RTOL, 1e-6f, &reported);
+    ok &= close_enough(name, "residual_out", g3, sum_ref, N, BF16_RTOL, 0.0f, &reported);
+    ok &= close_enough(name, "residual_da", g4, da_ref, N, BF16_RTOL, 0.0f, &reported);
+    ok &= close_enough(name, "residual_db", g5, db_ref, N, BF16_RTOL, 0.0f, &reported);
     report(name, ok);
 
     cudaFree(d_x); cudaFree(d_y); cudaFree(d_d); cudaFree(d_o1); cudaFree(d_o2); cudaFree(d_o3);
@@ -596,12 +642,15 @@ static void test_classifier_case(const char* name, int N, int V, int Vp) {
     float mean_f = (float)mean;
 
     int reported = 0, ok = 1;
-    // loss = log sum exp - logit: fp32, __expf (relative ~2^-21) over V terms: 1e-4 absolute on ~log V
-    ok &= close_enough(name, "losses_eval", g_losses_eval, losses, N, 1e-5f, 1e-4f, &reported);
-    ok &= close_enough(name, "losses", g_losses, losses, N, 1e-5f, 1e-4f, &reported);
-    ok &= close_enough(name, "mean_loss", &g_mean, &mean_f, 1, 1e-5f, 1e-4f, &reported); // same bound, averaged
+    // loss = log sum exp - logit: fp32, __expf (relative ~2^-21) over V terms, values ~log V.
+    // Measured 1.3e-6 relative at most (V 50257, device math; 1.2e-5 absolute on 10.8): rtol
+    // 5e-6, 4x, no absolute part (was rtol 1e-5 + atol 1e-4, chosen before measuring).
+    ok &= close_enough(name, "losses_eval", g_losses_eval, losses, N, 5e-6f, 0.0f, &reported);
+    ok &= close_enough(name, "losses", g_losses, losses, N, 5e-6f, 0.0f, &reported);
+    ok &= close_enough(name, "mean_loss", &g_mean, &mean_f, 1, 5e-6f, 0.0f, &reported); // averaged: measured 7.0e-7
     // dlogits: (p - onehot) * scale rounded once to bf16; p's fp32 error is ~1e-6 relative;
-    // padded columns must be exactly 0 (they are in the reference: atol below any real value)
+    // padded columns must be exactly 0 (they are in the reference: atol below any real value).
+    // Measured needed 0 (the rounding alone); atol stays p's fp32 bound.
     ok &= close_enough(name, "dlogits", g_dlogits, logits, n, BF16_RTOL, 1e-3f * scale / V, &reported);
     report(name, ok);
 
@@ -674,11 +723,13 @@ static void test_classifier_chunks_case(const char* name, int N, int V, int Vp, 
     }
     int reported = 0, ok = 1;
     // losses: fp32 log-sum-exp, folded chunk by chunk (one extra e^(max - max') rescale per
-    // chunk) instead of in one pass: the same 1e-4 absolute bound as the whole-row kernel
-    ok &= close_enough(name, "cpu_chunks_losses_vs_whole_row", closs, losses_whole, N, 1e-5f, 1e-4f, &reported);
-    ok &= close_enough(name, "gpu_chunks_losses", g_loss, closs, N, 1e-5f, 1e-4f, &reported);
+    // chunk) instead of in one pass: the same bound as the whole-row kernel (rtol 5e-6; measured
+    // 9.8e-7 CPU chunks vs whole row, 4.8e-7 GPU vs CPU chunks)
+    ok &= close_enough(name, "cpu_chunks_losses_vs_whole_row", closs, losses_whole, N, 5e-6f, 0.0f, &reported);
+    ok &= close_enough(name, "gpu_chunks_losses", g_loss, closs, N, 5e-6f, 0.0f, &reported);
     // dlogits: fp32 (p - onehot) * scale; the CPU chunks equal the whole row's to fp32 rounding
-    // of the statistics (1e-6 relative), the GPU's are rounded once to bf16
+    // of the statistics (1e-6 relative), the GPU's are rounded once to bf16. Measured needed 0
+    // for both (CPU vs CPU: 9.6e-6 relative on the smallest p, inside the absolute part).
     ok &= close_enough(name, "cpu_chunks_dlogits_vs_whole_row", cpu_d, whole, n, 1e-5f, 1e-6f * scale / V, &reported);
     ok &= close_enough(name, "gpu_chunks_dlogits", gpu_d, cpu_d, n, BF16_RTOL, 1e-3f * scale / V, &reported);
     report(name, ok);
@@ -749,9 +800,11 @@ static void test_encoder_chunks(void) {
     download_bf16(dwte_gpu, d_dwte, n_wte);
     int reported = 0, ok = rows_ok;
     if (!rows_ok) printf("  %s: rows_take did not set aside exactly the chunk's token rows\n", name);
-    // forward: one fp32 add of two bf16 values, one rounding, whichever chunk the token is in
-    ok &= close_enough(name, "out", out_gpu, out_ref, n_out, BF16_RTOL, 1e-6f, &reported);
+    // forward: one fp32 add of two bf16 values, one rounding, whichever chunk the token is in:
+    // atol 0 as in test_encoder (measured needed 0)
+    ok &= close_enough(name, "out", out_gpu, out_ref, n_out, BF16_RTOL, 0.0f, &reported);
     // backward: fp32 sums of <= BT unit-size terms (header), one rounding; after take + put
+    // (measured needed 0; atol 1e-3 as in test_encoder, also for the rows set aside above)
     ok &= close_enough(name, "dwte", dwte_gpu, dwte, n_wte, BF16_RTOL, 1e-3f, &reported);
     report(name, ok);
     cudaFree(d_inp); cudaFree(d_wte); cudaFree(d_wpe); cudaFree(d_dout); cudaFree(d_tokens); cudaFree(d_starts);
@@ -842,7 +895,8 @@ static void test_adamw(void) {
     free(h_master); free(h_m); free(h_v); free(h_params);
 
     int reported = 0, ok = 1;
-    // The clip factor: one float expression each side (sqrt in double): relative 1e-7.
+    // The clip factor: one float expression each side (sqrt in double): relative 1e-7 (one
+    // fp32 ulp; measured equal).
     ok &= close_enough(name, "grad_scale", &g_scale, &want_scale, 1, 1e-7f, 0.0f, &reported);
     // Bit-identical (tolerance 0): both sides spell out every rounding, the same fused
     // multiply-adds (__fmaf_rn / fmaf) and IEEE division and square root (nvcc's default
@@ -855,6 +909,7 @@ static void test_adamw(void) {
     ok &= close_enough(name, "master", g_master, master, n, 0.0f, 0.0f, &reported);
     // bf16 params: stochastic rounding of master lands on one of the two neighbouring bf16
     // values, at most one bf16 ulp (<= 2^-7 relative) from master; elsewhere still NaN.
+    // Structural bound (measured 7.0e-3 relative at most, under 2^-7 = 7.8e-3).
     for (int k = 0; k < S; k++) {
         float* pk = (float*)malloc(len[k] * 4);
         for (size_t i = 0; i < len[k]; i++) pk[i] = g_params[off_p[k] + i];
@@ -946,17 +1001,21 @@ static void test_global_norm(void) {
     norm_squared_cuda(d_out, d_scratch, d_x, n / 3, 1, 0); // accumulates a second slice
     CUDA_CHECK(cudaMemcpy(&got, d_out, 4, cudaMemcpyDeviceToHost));
     // fp32 partial sums of ~8 terms per thread, then two tree reductions: relative error
-    // ~30 * 2^-24 = 2e-6 against the fp64 CPU sum; 1e-5 leaves margin.
-    if (fabs(got - want) <= 1e-5 * want) printf("PASS %s\n", name);
-    else { printf("FAIL %s: %.9g, expected %.9g (rtol 1e-5)\n", name, got, want); failures++; }
+    // ~30 * 2^-24 = 2e-6 against the fp64 CPU sum, the worst case. Measured (INFO): 4.3e-8
+    // here and 4.8e-8 for the fp32 variant below, contracted or not (the tree keeps partial sums
+    // small); the device runs the same fixed tree (no atomics): rtol 2e-7, 4x (was 1e-5).
+    printf("INFO err %s: relative %.3g\n", name, fabs(got - want) / want);
+    if (fabs(got - want) <= 2e-7 * want) printf("PASS %s\n", name);
+    else { printf("FAIL %s: %.9g, expected %.9g (rtol 2e-7)\n", name, got, want); failures++; }
     // The fp32 variant (the optimizer's accumulated gradient): values off the bf16 grid.
     for (size_t i = 0; i < n; i++) x[i] = random_uniform() * 1e-3f;
     float* d_xf = (float*)device_copy_of(x, n * 4);
     norm_squared_cuda(d_out, d_scratch, d_xf, n, 0, 0);
     CUDA_CHECK(cudaMemcpy(&got, d_out, 4, cudaMemcpyDeviceToHost));
     want = norm_squared(x, n);
-    if (fabs(got - want) <= 1e-5 * want) printf("PASS %s_fp32\n", name); // the same bound as above
-    else { printf("FAIL %s_fp32: %.9g, expected %.9g (rtol 1e-5)\n", name, got, want); failures++; }
+    printf("INFO err %s_fp32: relative %.3g\n", name, fabs(got - want) / want);
+    if (fabs(got - want) <= 2e-7 * want) printf("PASS %s_fp32\n", name); // the same bound as above
+    else { printf("FAIL %s_fp32: %.9g, expected %.9g (rtol 2e-7)\n", name, got, want); failures++; }
     cudaFree(d_x); cudaFree(d_xf); cudaFree(d_out); cudaFree(d_scratch);
     free(x_b); free(x);
 }

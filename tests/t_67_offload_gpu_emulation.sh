@@ -25,8 +25,17 @@ if [ ! -f "$NVCC_HOME/include/cuda_runtime.h" ]; then
     if [ -n "${CI:-}" ]; then echo "FAIL offload_gpu_emulation: no CUDA headers at $NVCC_HOME"; exit 1; fi
     echo "SKIP offload_gpu_emulation: no CUDA toolkit headers (the emulation needs them)"; exit 0
 fi
-make -s -j2 emu_binaries >/tmp/t67_make.$$ 2>&1 || { echo "FAIL offload_gpu_emu_build: $(tail -3 /tmp/t67_make.$$ | tr '\n' ' ')"; rm -f /tmp/t67_make.$$; exit 1; }
+# Stage 2 runs in the contracted flavor (emu.mk EMU_CONTRACT: the device AdamW kernel's
+# multiply-adds fused as nvcc fuses them, the host AdamW's not, as in the CUDA build), where a
+# rounding the kernel leaves to the compiler would make -zo cpu/nvme differ from on-device; the
+# other stages check the placements' plumbing, which contraction does not touch (one trainer
+# build more instead of three). Without FMA instructions the plain build runs stage 2 too.
+# plan_gpt2: the planner binary the trainers' --plan runs (train/plan_exec.h).
+FMA_TARGET=
+grep -qw fma /proc/cpuinfo && FMA_TARGET=build/emu/train_gpt2cu_fma_z2
+make -s -j2 emu_binaries plan_gpt2 $FMA_TARGET >/tmp/t67_make.$$ 2>&1 || { echo "FAIL offload_gpu_emu_build: $(tail -3 /tmp/t67_make.$$ | tr '\n' ' ')"; rm -f /tmp/t67_make.$$; exit 1; }
 rm -f /tmp/t67_make.$$
+[ -n "$FMA_TARGET" ] || echo "SKIP offload_gpu_contracted: this CPU has no FMA instructions; stage 2 runs uncontracted"
 ET=$(mktemp -d /tmp/t67_offload_gpu.XXXXXX)
 trap 'rm -rf "$ET"' EXIT
 mkdir -p "$ET/nvme"
@@ -40,7 +49,9 @@ MPIRUN=(mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x EMU_DEV
 # host AdamW update), val and checkpoint at 2: each emulated step costs seconds.
 erun() {
     local stage=$1 dir=$2; shift 2
-    timeout 600 "${MPIRUN[@]}" -np 2 build/emu/train_gpt2cu_z"$stage" -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -n 2 \
+    local binary=build/emu/train_gpt2cu_z"$stage"
+    [ "$stage" -eq 2 ] && [ -n "$FMA_TARGET" ] && binary=$FMA_TARGET
+    timeout 600 "${MPIRUN[@]}" -np 2 "$binary" -e dev/reference/gpt2_ref_model.bin -t 32 -b 2 -n 2 \
         -l 1e-3 -x 2 -v 2 -m 2 -s 0 -i "$ET/train.bin" -j "$ET/val.bin" -o "$dir" "$@" >"$dir.out" 2>&1
 }
 # host<->device bytes of every train record against the formula, from the layout (tests/zero_logcheck.py's)

@@ -576,6 +576,35 @@ static Launch<Params...> launch(LaunchConfig cfg, void (*func)(Params...), const
 #define __shared__ static __attribute__((section("emu_shared")))
 #undef __launch_bounds__
 #define __launch_bounds__(...)
+// EMU_CONTRACT=1 (emu.mk's contracted flavor, compiled -mfma -ffp-contract=off): multiply-adds
+// in device code (__global__ and __device__ functions) contract into fused multiply-adds, host
+// code's do not, as in the CUDA build (nvcc contracts device code, --fmad=true by default; the
+// host compiler gets no FMA-capable -march there, so the CPU twins and the host AdamW of -zo
+// never contract). How close to nvcc: gcc forms an fma from a product whose every use is an add
+// or subtract in the same basic block (a*b+c, a*b-c, c-a*b), as NVPTX's fusion does (it fuses
+// products with up to 4 add uses, per basic block); in a*b+c*d both fuse the product that comes
+// first, but after each compiler's own reassociation and operand order the one kept unrounded
+// may differ, and loops vectorised or unrolled differently may pair other terms. One measured
+// difference: `out[i] = acc ? out[i] + q * s : q * s` (the dequantize before f7029bd) nvcc fuses
+// and gcc does not (the product also feeds the plain store). So an error measured here has the
+// size nvcc's contraction gives, not the device's bits, and the PTX check (dev/ptx_contraction.py,
+// t_62) stays what holds a kernel to a bit-identity claim. Measured over test_kernels' 53 kernels
+// (2026-12-06; nvcc 13.0 PTX -fmad=true minus false, vs gcc 12 vfmadd with EMU_CONTRACT minus
+// without): the same 49 contract or not; attention_forward_kernel (nvcc 2, gcc 0) and
+// attention_backward_kernel (nvcc 0, gcc 1) differ (their mma fragments are host code here).
+// Counts differ in size: nvcc unrolls the 8-element pack loops that gcc keeps. Explicitly
+// rounded operations (__fmul_rn, __fadd_rn below) never contract, as on the device. A function
+// both __host__ and __device__ contracts here when the host calls it too (only integer ones
+// exist: attention_padded_T).
+#if defined(EMU_CONTRACT) && EMU_CONTRACT
+#if !defined(__FMA__)
+#error "EMU_CONTRACT needs an FMA-capable target (-mfma): without FMA instructions gcc contracts nothing"
+#endif
+#undef __device__
+#undef __global__
+#define __device__ __attribute__((optimize("fp-contract=fast")))
+#define __global__ __attribute__((optimize("fp-contract=fast")))
+#endif
 #define threadIdx (emu::state.current->idx)
 #define blockIdx (emu::state.block_idx)
 #define blockDim (emu::state.block)
@@ -656,9 +685,8 @@ extern "C" float __logf(float x) __THROW {
 static inline float __fdividef(float a, float b) { return emu::perturb_ulps(a / b, a * 0.5f + b, 2.0f); }
 // The explicitly rounded operations (CUDA Math API, "Single Precision Intrinsics"): IEEE
 // round-to-nearest, one rounding each, never fused with a neighbour; fmaf is the fused
-// multiply-add with one rounding. In the build that contracts (test_kernels_fma: -mfma
-// -ffp-contract=fast, as nvcc contracts device code) each operand and result passes through an
-// empty asm, which no fused multiply-add can span.
+// multiply-add with one rounding. In the contracted flavor (EMU_CONTRACT above) each operand and
+// result passes through an empty asm, which no fused multiply-add can span.
 static inline float emu_rounded(float r) {
 #if defined(__x86_64__)
     __asm__("" : "+x"(r));
