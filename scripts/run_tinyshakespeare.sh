@@ -7,12 +7,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-shared=${SHARED_DATA:-../shared/data}
+shared=${SHARED_DATA:-$(cd .. && pwd)/shared/data} # default: beside the checkout
 if [ ! -f data/tinyshakespeare/tiny_shakespeare_train.bin ]; then
     if [ -f "$shared/tinyshakespeare/input.txt" ] && [ -f "$shared/gpt2/encoder.json" ]; then
         python3 data/tinyshakespeare.py --text "$shared/tinyshakespeare/input.txt" --bpe-dir "$shared/gpt2"
     else
-        python3 data/tinyshakespeare.py # online: downloads the text and the GPT-2 BPE files
+        # online: downloads the text and the GPT-2 BPE files; offline, say which variable to set
+        python3 data/tinyshakespeare.py || {
+            echo "error: data: no local copy at $shared/tinyshakespeare/input.txt and $shared/gpt2/, and the download failed; expected SHARED_DATA=dir holding tinyshakespeare/input.txt and gpt2/{encoder.json,vocab.bpe}, or network access" >&2
+            exit 1
+        }
     fi
 fi
 make -s train_gpt2

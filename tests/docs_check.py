@@ -10,7 +10,12 @@ records what was measured then):
            every flag named alone in a `code` span is in `./train_gpt2 -h`'s list (or is one of a
            few other tools' flags, listed below);
   blocks   every fenced block whose info string is `sh quick` runs under bash -e from the
-           repository root and exits 0 (keep them small: -h, a d1 two-step run, a plan).
+           repository root and exits 0 (keep them small: -h, a d1 two-step run, a plan);
+  results  every table in docs/results/ (its *.md files, subfolders included) follows a
+           provenance paragraph, "Provenance: date: ... · commit: ... · machine: ... · command:
+           ... · peer: ...", each field non-empty ("not recorded" where it is not known); one
+           paragraph covers the tables after it up to the next heading of its level or above, or
+           the next provenance paragraph; a results file without tables still needs one.
 
 Usage: python3 tests/docs_check.py [--root DIR] [--no-run] [--trainer PATH]
 Prints one PASS/FAIL line per check (tests/lib.sh style) and exits 1 on any FAIL.
@@ -122,6 +127,66 @@ def trainer_flags(trainer):
     return set(re.findall(r"^\s+(-{1,2}[A-Za-z][\w-]*)", h.stdout + h.stderr, re.M))
 
 
+PROVENANCE_FIELDS = ("date", "commit", "machine", "command", "peer")
+
+
+def provenance_problems(text):
+    """What a results page lacks: a list of 'line N: why' (empty when every table has its
+    provenance). A table is a '|' line followed by a '|---' separator line."""
+    lines = text.split("\n")
+    problems, current, cur_level, seen_any, fence = [], None, 0, False, False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("```"):
+            fence = not fence
+        elif fence:
+            pass
+        elif line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            if current is not None and level <= cur_level:
+                current = None
+        elif line.startswith("Provenance:"):
+            para = [line]
+            while i + 1 < len(lines) and lines[i + 1].strip():
+                i += 1
+                para.append(lines[i])
+            body = " ".join(para)[len("Provenance:"):]
+            parts = re.split(r"\b(" + "|".join(PROVENANCE_FIELDS) + r"):", body)
+            values = {parts[k]: parts[k + 1].strip(" ·;,.") for k in range(1, len(parts) - 1, 2)}
+            missing = [f for f in PROVENANCE_FIELDS if not values.get(f)]
+            seen_any = True
+            if missing:
+                problems.append(f"line {i + 1}: provenance without " + ", ".join(missing))
+                current = None
+            else:
+                current = i
+                last = [n for n, l in enumerate(lines[:i + 1]) if l.startswith("#")]
+                cur_level = (len(lines[last[-1]]) - len(lines[last[-1]].lstrip("#"))) if last else 0
+        elif line.startswith("|") and i + 1 < len(lines) and re.match(r"^\|\s*:?-{3}", lines[i + 1]):
+            if current is None:
+                problems.append(f"line {i + 1}: table without a provenance paragraph before it")
+            while i + 1 < len(lines) and lines[i + 1].startswith("|"):
+                i += 1
+        i += 1
+    if not seen_any and not problems:
+        problems.append("no provenance paragraph (a results file without tables needs one too)")
+    return problems
+
+
+def check_results(root, r):
+    pages = sorted(glob.glob(os.path.join(root, "docs", "results", "**", "*.md"), recursive=True))
+    if not pages:
+        r.fail("docs_results_provenance", "no docs/results/*.md found")
+    for page in pages:
+        rel = os.path.relpath(page, root)
+        problems = provenance_problems(open(page, encoding="utf-8").read())
+        if problems:
+            r.fail(f"docs_results_provenance_{rel}", "; ".join(problems[:4]) + ("; ..." if len(problems) > 4 else ""))
+        else:
+            r.ok(f"docs_results_provenance_{rel}")
+
+
 class Report:
     def __init__(self):
         self.failed = 0
@@ -165,6 +230,7 @@ def main():
         return any("%" in pat and pat != "%" and re.fullmatch(re.escape(pat).replace("%", ".+"), t) for pat in make_targets)
 
     basenames = tracked_basenames()
+    check_results(root, r)
 
     for page in md_files(root):
         rel = os.path.relpath(page, root)

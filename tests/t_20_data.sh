@@ -15,6 +15,11 @@ source tests/lib.sh
 SHARED_DATA=${SHARED_DATA:-../shared/data}
 TEXT=$SHARED_DATA/tinyshakespeare/input.txt
 BPE=$SHARED_DATA/gpt2
+# Without the local copies every check below would fail on its own; say once what is missing.
+if [ ! -f "$TEXT" ] || [ ! -f "$BPE/encoder.json" ]; then
+    echo "FAIL data_local_copies: $TEXT or $BPE/encoder.json missing; expected SHARED_DATA=dir holding tinyshakespeare/input.txt and gpt2/ (README: Run it)"
+    exit 1
+fi
 BADINPUT=build/test_dataloader_badinput
 tmp=$(mktemp -d /tmp/t_20_data.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
