@@ -13,16 +13,18 @@
  *   zero/hooks.h        the one place the core calls an extension (trace, offload, ZeRO++, tied rows,
  *                       cluster); ZERO_EXT=0 (the lesson build) makes every hook empty
  *   zero/backend.h      the functions both engines (CPU, GPU) implement, declared once
+ *   zero/comm_mpi.h     MPI_CHECK, the clock, how the ranks end (stop, abort) and the clean-ups then
  *   zero/cluster/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
  *   zero/cluster/cluster.h      this rank, its host, every rank's host; what it is waiting for now
  *   zero/cluster/startup_watchdog.h MPI_Init and NCCL's init bounded by -wt (a timer, before MPI)
- *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
- *   zero/trace/trace.h        the per-rank timeline of chosen steps (-tr): Chrome trace-event JSON
- *   zero/comm_mpi.h     communication over MPI: the engine's MPI calls, the -wt timeout, aborting ranks
  *   zero/comm_ring.h    the unit collectives as rings over MPI point-to-point (bytes = formula)
+ *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
+ *   zero/comm.h         a collective's begin, test and wait (-wt); the unit collectives, scalars, barriers
  *   zero/cluster/faults.h       each rank's line when the job ends under it; the lost-host check
  *   zero/cluster/handshake.h    start-up across hosts, bounded by -wt: fingerprint, agreement, broadcasts
  *   zero/cluster/run_lock.h     one output dir, one run: the lock
+ *   zero/cluster/process.h      starting the ranks: MPI_Init, the launcher's word checked, the fault handlers
+ *   zero/trace/trace.h        the per-rank timeline of chosen steps (-tr): Chrome trace-event JSON
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
  *   zero/offload/offload.h      ZeRO-Offload / ZeRO-Infinity: optimizer state and parameter shard on the
  *                       host or on NVMe (-zo, -zp, -zd), their file regions, staging, the NVMe stream
@@ -51,7 +53,7 @@
  * Where a collective is issued: zero_grads_unit_ready (gradients: all-reduce or reduce-scatter,
  * as backward finishes each unit), zero_param_work_gather (stage 3 all-gather before use) and
  * zero_optimizer_step (stages 1-2 all-gather of updated parameters), in engine_cpu.h and
- * engine_gpu.cuh; the MPI calls themselves in comm_mpi.h.
+ * engine_gpu.cuh; the MPI calls themselves in comm.h.
  *
  * The engine owns the parameters, gradients and AdamW state and is the only place collectives
  * are issued. The model asks it for a unit's parameters before using them (zero_params_unit) and
@@ -162,16 +164,18 @@ typedef float ZeroFloat;
 #include "zero/engine.h"
 #include "zero/hooks.h"
 #include "zero/backend.h"
+#include "zero/comm_mpi.h"
 #include "zero/cluster/launcher.h"
 #include "zero/cluster/cluster.h"
 #include "zero/cluster/startup_watchdog.h"
-#include "zero/progress_cpu.h"
-#include "zero/trace/trace.h"
-#include "zero/comm_mpi.h"
 #include "zero/comm_ring.h"
+#include "zero/progress_cpu.h"
+#include "zero/comm.h"
 #include "zero/cluster/faults.h"
 #include "zero/cluster/handshake.h"
 #include "zero/cluster/run_lock.h"
+#include "zero/cluster/process.h"
+#include "zero/trace/trace.h"
 #include "zero/work_units.h"
 #include "zero/offload/offload.h"
 #include "zero/offload/offload_accounting.h"

@@ -305,8 +305,8 @@ def unity_order(files, root='zero.cuh'):
 # not above the count measured when this ratchet was set (2026-12-06) prints "GAP" (the numbers,
 # not a pass) and a count above it fails: the structure may only get better. Lower these as the
 # hooks land; delete an entry when its check passes.
-RATCHET = {'structure_no_cycles': 1, 'structure_unity_order': 18,
-           'structure_no_forward_declarations': 19}
+RATCHET = {'structure_no_cycles': 1, 'structure_unity_order': 9,
+           'structure_no_forward_declarations': 9}
 
 
 def verdict(name, measured):

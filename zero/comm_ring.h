@@ -1,7 +1,7 @@
 /*
  * zero/comm_ring.h: the engine's bulk collectives as explicit rings over MPI point-to-point, so
  * the bytes on the wire are the ring's (zero/layout.h's formulas) whatever MPI library runs them.
- * Part of the ZeRO engine (the map is in zero.cuh); zero/comm_mpi.h starts and waits on them.
+ * Part of the ZeRO engine (the map is in zero.cuh); zero/comm.h starts and waits on them.
  *
  * Why not MPI_Iallreduce: Open MPI 4.1's non-blocking all-reduce (coll/libnbc) picks a binomial
  * reduce + broadcast, which sends about twice the ring's bytes across the slowest link and keeps

@@ -24,12 +24,31 @@
 #endif
 
 // ---- trace (zero/trace/): a collective's begin and end on the per-rank timeline ----
+// zero/comm.h, zero/comm_ring.h: a host collective's issue, its completion (first seen, any
+// thread), the wait on it; each engine's zero_step_begin: a step starts. In zero/trace/trace.h.
+#if ZERO_EXT
+static void zero_trace_issue(const ZeroOp* op, long long elements);
+static void zero_trace_done(const ZeroOp* op);
+static void zero_trace_wait(const ZeroOp* op, double begin, double end);
+static void zero_trace_step_begin(ZeroEngine* z, int step);
+#else
+static inline void zero_trace_issue(const ZeroOp* op, long long elements) { (void)op; (void)elements; }
+static inline void zero_trace_done(const ZeroOp* op) { (void)op; }
+static inline void zero_trace_wait(const ZeroOp* op, double begin, double end) { (void)op; (void)begin; (void)end; }
+static inline void zero_trace_step_begin(ZeroEngine* z, int step) { (void)z; (void)step; }
+#endif
 
 // ---- cluster robustness (zero/cluster/): what process life registers to run on abort ----
+// None: each registers its clean-up as it sets it up (zero/comm_mpi.h's zero_at_stop, zero_at_abort).
 
 // ---- offload and NVMe (zero/offload/) ----
 
 // ---- ZeRO++ (zero/zeropp/) ----
+#if ZERO_GPU_BUILD && ZERO_EXT // zero/gpu/comm_gpu.cuh's abort: ZeRO++'s split communicators too
+static void zero_pp_abort_comms(ZeroEngine* z);
+#elif ZERO_GPU_BUILD
+static inline void zero_pp_abort_comms(ZeroEngine* z) { (void)z; }
+#endif
 
 // ---- tied rows (zero/tied_rows/) ----
 

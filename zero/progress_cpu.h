@@ -28,14 +28,12 @@
 #endif
 #define ZERO_PROGRESS_TAG 32000  // no message is ever sent with it
 
-static void zero_ring_progress_background(void); // zero/comm_ring.h
-
 static int zero_progress_in_flight; // collectives started and not yet waited for (atomic)
 static int zero_progress_stop_flag;
 static int zero_progress_running;
 static pthread_t zero_progress_thread_id;
 
-// zero_op_begin / zero_op_wait (zero/comm_mpi.h) count the collectives in flight.
+// zero_op_begin / zero_op_wait (zero/comm.h) count the collectives in flight.
 static inline void zero_progress_note_begin(void) { __atomic_add_fetch(&zero_progress_in_flight, 1, __ATOMIC_RELAXED); }
 static inline void zero_progress_note_end(void) { __atomic_sub_fetch(&zero_progress_in_flight, 1, __ATOMIC_RELAXED); }
 
@@ -55,6 +53,13 @@ static void* zero_progress_loop(void* arg) {
     return NULL;
 }
 
+static void zero_progress_thread_stop(void) {
+    if (!zero_progress_running) return;
+    __atomic_store_n(&zero_progress_stop_flag, 1, __ATOMIC_RELAXED);
+    pthread_join(zero_progress_thread_id, NULL);
+    zero_progress_running = 0;
+}
+
 // Start the thread (world_size > 1, MPI_THREAD_MULTIPLE provided). Returns 1 when it runs.
 static int zero_progress_thread_start(int world_size) {
     if (!ZERO_PROGRESS_THREAD || world_size == 1 || zero_progress_running) return zero_progress_running;
@@ -64,14 +69,8 @@ static int zero_progress_thread_start(int world_size) {
     zero_progress_stop_flag = 0;
     if (pthread_create(&zero_progress_thread_id, NULL, zero_progress_loop, NULL) != 0) return 0;
     zero_progress_running = 1;
+    zero_at_stop(zero_progress_thread_stop); // whichever way the ranks stop (zero/comm_mpi.h)
     return 1;
-}
-
-static void zero_progress_thread_stop(void) {
-    if (!zero_progress_running) return;
-    __atomic_store_n(&zero_progress_stop_flag, 1, __ATOMIC_RELAXED);
-    pthread_join(zero_progress_thread_id, NULL);
-    zero_progress_running = 0;
 }
 
 #endif // ZERO_PROGRESS_CPU_H

@@ -42,7 +42,10 @@ static void zero_faults_remove_at_end(const char* path) {
     static int registered = 0;
     if (path == NULL) { zero_fault_remove_path[0] = '\0'; return; }
     snprintf(zero_fault_remove_path, sizeof(zero_fault_remove_path), "%s", path);
-    if (!registered) atexit(zero_faults_remove_files);
+    if (!registered) {
+        atexit(zero_faults_remove_files);
+        zero_at_abort(zero_faults_remove_files); // MPI_Abort runs no atexit handler (zero/comm_mpi.h)
+    }
     registered = 1;
 }
 

@@ -32,28 +32,6 @@
 #define ZERO_SOURCE_HASH "unknown" // the Makefile passes a hash of the sources it compiles
 #endif
 
-// Once MPI has started (zero_ranks_start, both builds, which read zero_cluster.launcher before
-// MPI_Init): who this rank is, the launcher's word against MPI's, each rank's line when the job
-// ends under it (zero/cluster/faults.h).
-static void zero_ranks_started(int rank, int world_size) {
-    zero_cluster_set_rank(rank, world_size);
-    const char* which = zero_cluster.launcher.tasks_var;
-    int tasks = zero_cluster.launcher.tasks;
-    if (world_size == 1 && tasks > 1) {
-        // srun without PMI, or an MPI the launcher cannot talk to: N copies of a one-rank job,
-        // each training alone. The launcher's task 0 says so; every task exits 1.
-        if (zero_cluster.launcher.task <= 0)
-            fprintf(stderr, "error: %s=%d: the launcher started %d tasks, but MPI sees a world of 1 in each (host %s); expected one "
-                    "MPI job: under Slurm srun --mpi=pmix (srun --mpi=list shows what Slurm offers), or mpirun (README, \"Many nodes\")\n",
-                    which, tasks, tasks, zero_cluster.host);
-        int initialized = 0;
-        MPI_Initialized(&initialized);
-        if (initialized) MPI_Finalize();
-        exit(1);
-    }
-    zero_faults_install();
-}
-
 // ---- timed waits without an engine ----
 
 // Test reqs[0..n) until all complete (each becomes MPI_REQUEST_NULL) or timeout_s passes:

@@ -2,7 +2,7 @@
  * zero/cluster/mpi_single.h: a one-process stand-in for <mpi.h>, for builds without Open MPI
  * (make NO_USE_MPI=1, chosen by itself where no mpicc / MPI_HOME is found). zero.cuh includes it
  * instead of <mpi.h> when ZERO_NO_MPI is 1; nothing else changes: the engine's communication
- * section (zero/comm_mpi.h, zero/gpu/comm_gpu.cuh) keeps its structure and its calls, and this file
+ * section (zero/comm_mpi.h, zero/comm.h, zero/gpu/comm_gpu.cuh) keeps its structure and its calls, and this file
  * gives them MPI's meaning for a world of one rank (MPI 4.0 standard, the collectives with one
  * process): rank 0 of size 1; an all-reduce, reduce-scatter, all-gather or gather copies its
  * send buffer to its receive buffer (nothing with MPI_IN_PLACE, where the data already is);

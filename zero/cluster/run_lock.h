@@ -89,6 +89,7 @@ static void zero_run_lock(const char* dir) {
     }
     fflush(stdout);
     atexit(zero_run_lock_release);
+    zero_at_stop(zero_run_lock_release); // zero_ranks_stop releases it too (zero/comm_mpi.h)
     zero_startup_agree(ok, err, "the output dir's lock");
 }
 

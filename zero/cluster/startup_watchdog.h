@@ -1,6 +1,6 @@
 /*
  * zero/cluster/startup_watchdog.h: a bound on the start-up waits that happen inside a library,
- * where the engine's timed waits (-wt, zero/comm_mpi.h and zero/cluster/handshake.h) cannot
+ * where the engine's timed waits (-wt, zero/comm.h and zero/cluster/handshake.h) cannot
  * reach: MPI_Init (it returns only once every rank of the job has called it, so one rank that did
  * not start or is stopped holds every other in it) and, in the GPU build, NCCL's communicator
  * init (ncclCommInitRank waits for every rank too). Part of the ZeRO engine (the map is in zero.cuh).

@@ -1,9 +1,10 @@
 /*
  * zero/gpu/comm_gpu.cuh: communication in the GPU build: starting the ranks and picking each rank's
- * GPU, the host's timed waits on device events (the GPU twin of zero/comm_mpi.h's zero_op_wait),
+ * GPU, the host's timed waits on device events (the GPU twin of zero/comm.h's zero_op_wait),
  * the compute stream's waits on the comm stream (timed as exposed communication), and every
  * bulk collective on the comm stream (NCCL, or host-staged MPI with ZERO_COMM_MPI).
- * Scalars, barriers and checkpoint gathers use zero/comm_mpi.h's host MPI calls.
+ * Scalars, barriers and checkpoint gathers use zero/comm.h's host MPI calls; the ranks end as
+ * zero/comm_mpi.h says (zero_ranks_stop, zero_abort_all_ranks), the same in both builds.
  * Part of the ZeRO engine (the map is in zero.cuh); the engine on top is zero/gpu/engine_gpu.cuh.
  */
 #ifndef ZERO_COMM_GPU_CUH
@@ -51,6 +52,18 @@ static void zero_pick_device(int rank, int local_rank, int device_count, const c
     printf("rank %d (%s): GPU %d of %d visible (local rank %d, from %s)\n", rank, host, device, device_count, local_rank, source);
 }
 
+// Run by zero_abort_all_ranks before MPI_Abort (registered by zero_ranks_start): a rank blocked
+// in an NCCL kernel would not notice its peers going away, so the communicator is aborted first
+// (NCCL docs, ncclCommAbort).
+static void zero_abort_device_comm(void) {
+#if !ZERO_COMM_MPI
+    ZeroEngine* z = zero_active_engine;
+    zero_active_engine = NULL; // once: ncclCommAbort itself may fail and call back here
+    if (z != NULL) zero_pp_abort_comms(z); // ZeRO++'s group communicators (a hook, zero/hooks.h)
+    if (z != NULL && z->gpu.nccl != NULL) ncclCommAbort(z->gpu.nccl);
+#endif
+}
+
 /*
  * Start the ranks and pick this rank's GPU. The GPU comes first, from the launcher's local rank
  * (zero/cluster/launcher.h: Open MPI, Hydra, MVAPICH or Slurm variables) before MPI_Init, so that a
@@ -63,6 +76,7 @@ static void zero_pick_device(int rank, int local_rank, int device_count, const c
 static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size) {
     *rank = 0;
     *world_size = 1;
+    zero_at_abort(zero_abort_device_comm); // first of the clean-ups an abort runs (zero/comm_mpi.h)
 #if ZERO_NO_MPI
     zero_single_process_check(); // zero/cluster/mpi_single.h: several tasks started is one error
 #endif
@@ -94,26 +108,6 @@ static void zero_ranks_start(int* argc, char*** argv, int* rank, int* world_size
         zero_pick_device(0, 0, device_count, "one process");
     }
     zero_ranks_started(*rank, *world_size);
-}
-
-static void zero_ranks_stop(void) {
-    zero_run_lock_release();
-    signal(SIGTERM, SIG_DFL); // as zero/comm_mpi.h's: nothing left to diagnose
-    signal(SIGINT, SIG_DFL);
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (initialized) MPI_Finalize();
-}
-
-// Called by zero_abort_all_ranks before MPI_Abort: a rank blocked in an NCCL kernel would not
-// notice its peers going away, so the communicator is aborted first (NCCL docs, ncclCommAbort).
-static void zero_abort_device_comm(void) {
-#if !ZERO_COMM_MPI
-    ZeroEngine* z = zero_active_engine;
-    zero_active_engine = NULL; // once: ncclCommAbort itself may fail and call back here
-    if (z != NULL) zero_pp_abort_comms(z); // ZeRO++'s group communicators (zero/zeropp/zeropp_gpu.cuh)
-    if (z != NULL && z->gpu.nccl != NULL) ncclCommAbort(z->gpu.nccl);
-#endif
 }
 
 // NCCL_CHECK's failure path once the engine is up (common/cuda_utils.cuh): the communicators

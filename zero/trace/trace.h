@@ -35,9 +35,11 @@
  *
  * Hooks, one call at each point: zero_trace_compute (the model, at each unit and phase),
  * zero_trace_step_begin (zero_step_begin), zero_trace_step_end (the trainer, after the step),
- * zero_trace_issue / zero_trace_done / zero_trace_wait (zero/comm_mpi.h), and the device
- * twins in zero/gpu/comm_gpu.cuh. Off (no -tr), each hook tests one flag and returns; built with
- * -DZERO_TRACE=0 they are empty (dev/bench/trace_overhead.sh compares the three).
+ * zero_trace_issue / zero_trace_done / zero_trace_wait (zero/comm.h, zero/comm_ring.h), and the
+ * device twins in zero/gpu/comm_gpu.cuh; the engine's calls are declared in zero/hooks.h. Off (no
+ * -tr), each hook tests one flag and returns; built with -DZERO_TRACE=0 they are empty
+ * (dev/bench/trace_overhead.sh compares the three). Comes after communication and the handshake
+ * (zero.cuh), whose barrier and agreement it uses to start and end.
  */
 #ifndef ZERO_TRACE_H
 #define ZERO_TRACE_H
@@ -52,8 +54,6 @@
 #ifndef ZERO_TRACE
 #define ZERO_TRACE 1 // 0: every hook compiles to nothing
 #endif
-
-static void zero_barrier(ZeroEngine* z, const char* what); // zero/comm_mpi.h
 
 typedef enum { ZERO_TRACE_FORWARD, ZERO_TRACE_BACKWARD, ZERO_TRACE_OPTIMIZER } ZeroTracePhase;
 static const char* const zero_trace_phase_names[] = {"forward", "backward", "optimizer"};
@@ -147,8 +147,6 @@ static int zero_trace_record(cudaStream_t stream) {
     return k;
 }
 #endif
-
-static void zero_startup_agree(int ok, const char* err, const char* what); // zero/cluster/handshake.h
 
 /*
  * -ts against the run: steps start_step+1..max_steps run (from 1, as printed); a range with none
