@@ -7,6 +7,7 @@
  *   zero/layout.h       shard layout and the formulas of docs/design.md "Stages" (bytes per rank, elements sent)
  *   zero/offload/nvme_io.h      asynchronous file I/O for the NVMe placement (io_uring or worker threads)
  *   zero/offload/offload_state.h offload's state (placement, NVMe regions, staging slots): ZeroEngine.offload
+ *   zero/zeropp/zeropp_state.h ZeRO++'s state (flags, groups, packets, secondary shard): ZeroEngine.pp
  *   zero/gpu/device_state.h GPU build: the GPU engine's state (streams, fp32 grads, master, NCCL): ZeroEngine.gpu
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, the ring queue, the tied rows,
  *                       the GNS norms, ZeroEngine (its own fields; each extension's state one field)
@@ -24,6 +25,9 @@
  *   zero/cluster/handshake.h    start-up across hosts, bounded by -wt: fingerprint, agreement, broadcasts
  *   zero/cluster/run_lock.h     one output dir, one run: the lock
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
+ *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
+ *   zero/optimizer_cpu.h the CPU engine's optimizer step on the owned slices (norm, clipping, AdamW)
+ *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
  *   zero/offload/offload.h      ZeRO-Offload / ZeRO-Infinity: optimizer state and parameter shard on the
  *                       host or on NVMe (-zo, -zp, -zd), their file regions, staging, the NVMe stream
  *   zero/offload/offload_accounting.h offload's bytes per rank and per step (NVMe, host<->device), printed
@@ -32,9 +36,6 @@
  *                       (qwZ), secondary shard for backward within a host (hpZ), int4 two-level
  *                       gradient all-to-all (qgZ)
  *   zero/tied_rows/tied_rows_cpu.h CPU stages 0, 1: wte's units reduced after the LM head, the encoder's rows all-gathered
- *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
- *   zero/optimizer_cpu.h the CPU engine's optimizer step on the owned slices (norm, clipping, AdamW)
- *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
  *   plan/plan_machine.h the planner's machine: presets (h100, h200, cpu) and overrides
  *   plan/plan_memory.h  the planner's bytes per rank at each stage, from the engine's functions
  *   plan/plan_compute.h the planner's work per unit: FLOPs and element-wise bytes; MFU's numerator
@@ -46,9 +47,9 @@
  *   plan/plan.h         the planner (--plan): every stage's bytes and step time for any N, the table
  *   zero/gpu/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
  *   zero/offload/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
- *   zero/gpu/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
  *   zero/zeropp/zeropp_gpu.cuh GPU build: ZeRO++ qwZ, hpZ (secondary shard, group all-gather on a split
  *                       communicator), qgZ (grouped ncclSend/ncclRecv of int4/int8 codes)
+ *   zero/gpu/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
  *   zero/gpu/optimizer_gpu.cuh the GPU optimizer step: fp32 gradient norm, clipping on the device,
  *                       one AdamW launch, results read back asynchronously (two steps in flight)
  *   zero/checkpoint.h   checkpoint save and resume over either engine
@@ -161,6 +162,7 @@ typedef float ZeroFloat;
 #include "zero/layout.h"
 #include "zero/offload/nvme_io.h"
 #include "zero/offload/offload_state.h"
+#include "zero/zeropp/zeropp_state.h"
 #if ZERO_GPU_BUILD
 #include "zero/gpu/device_state.h"
 #endif
@@ -178,13 +180,13 @@ typedef float ZeroFloat;
 #include "zero/cluster/handshake.h"
 #include "zero/cluster/run_lock.h"
 #include "zero/work_units.h"
+#include "zero/engine_cpu.h"
+#include "zero/optimizer_cpu.h"
+#include "zero/accounting.h"
 #include "zero/offload/offload.h"
 #include "zero/offload/offload_accounting.h"
 #include "zero/zeropp/zeropp.h"
 #include "zero/tied_rows/tied_rows_cpu.h"
-#include "zero/engine_cpu.h"
-#include "zero/optimizer_cpu.h"
-#include "zero/accounting.h"
 #include "plan/plan_machine.h"
 #include "plan/plan_memory.h"
 #include "plan/plan_compute.h"
@@ -196,8 +198,8 @@ typedef float ZeroFloat;
 #if ZERO_GPU_BUILD
 #include "zero/gpu/comm_gpu.cuh"
 #include "zero/offload/offload_gpu.cuh"
-#include "zero/gpu/engine_gpu.cuh"
 #include "zero/zeropp/zeropp_gpu.cuh"
+#include "zero/gpu/engine_gpu.cuh"
 #include "zero/gpu/optimizer_gpu.cuh"
 #endif
 #include "zero/checkpoint.h"
