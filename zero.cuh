@@ -7,6 +7,7 @@
  *   zero/layout.h       shard layout and the formulas of docs/design.md "Stages" (bytes per rank, elements sent)
  *   zero/offload/nvme_io.h      asynchronous file I/O for the NVMe placement (io_uring or worker threads)
  *   zero/offload/offload_state.h offload's state (placement, NVMe regions, staging slots): ZeroEngine.offload
+ *   zero/zeropp/zeropp_state.h ZeRO++'s state (flags, groups, packets, secondary shard): ZeroEngine.pp
  *   zero/gpu/device_state.h GPU build: the GPU engine's state (streams, fp32 grads, master, NCCL): ZeroEngine.gpu
  *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, the ring queue, the tied rows,
  *                       the GNS norms, ZeroEngine (its own fields; each extension's state one field)
@@ -26,6 +27,9 @@
  *   zero/cluster/process.h      starting the ranks: MPI_Init, the launcher's word checked, the fault handlers
  *   zero/trace/trace.h        the per-rank timeline of chosen steps (-tr): Chrome trace-event JSON
  *   zero/work_units.h   owned slices and the working-unit policy both engines share
+ *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
+ *   zero/optimizer_cpu.h the CPU engine's optimizer step on the owned slices (norm, clipping, AdamW)
+ *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
  *   zero/offload/offload.h      ZeRO-Offload / ZeRO-Infinity: optimizer state and parameter shard on the
  *                       host or on NVMe (-zo, -zp, -zd), their file regions, staging, the NVMe stream
  *   zero/offload/offload_accounting.h offload's bytes per rank and per step (NVMe, host<->device), printed
@@ -34,14 +38,11 @@
  *                       (qwZ), secondary shard for backward within a host (hpZ), int4 two-level
  *                       gradient all-to-all (qgZ)
  *   zero/tied_rows/tied_rows_cpu.h CPU stages 0, 1: wte's units reduced after the LM head, the encoder's rows all-gathered
- *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
- *   zero/optimizer_cpu.h the CPU engine's optimizer step on the owned slices (norm, clipping, AdamW)
- *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
  *   zero/gpu/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
  *   zero/offload/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
- *   zero/gpu/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
  *   zero/zeropp/zeropp_gpu.cuh GPU build: ZeRO++ qwZ, hpZ (secondary shard, group all-gather on a split
  *                       communicator), qgZ (grouped ncclSend/ncclRecv of int4/int8 codes)
+ *   zero/gpu/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
  *   zero/gpu/optimizer_gpu.cuh the GPU optimizer step: fp32 gradient norm, clipping on the device,
  *                       one AdamW launch, results read back asynchronously (two steps in flight)
  *   zero/reshard/reshard.h resume at another world size: each rank reads the old state files its slice overlaps
@@ -158,6 +159,7 @@ typedef float ZeroFloat;
 #include "zero/layout.h"
 #include "zero/offload/nvme_io.h"
 #include "zero/offload/offload_state.h"
+#include "zero/zeropp/zeropp_state.h"
 #if ZERO_GPU_BUILD
 #include "zero/gpu/device_state.h"
 #endif
@@ -177,18 +179,18 @@ typedef float ZeroFloat;
 #include "zero/cluster/process.h"
 #include "zero/trace/trace.h"
 #include "zero/work_units.h"
+#include "zero/engine_cpu.h"
+#include "zero/optimizer_cpu.h"
+#include "zero/accounting.h"
 #include "zero/offload/offload.h"
 #include "zero/offload/offload_accounting.h"
 #include "zero/zeropp/zeropp.h"
 #include "zero/tied_rows/tied_rows_cpu.h"
-#include "zero/engine_cpu.h"
-#include "zero/optimizer_cpu.h"
-#include "zero/accounting.h"
 #if ZERO_GPU_BUILD
 #include "zero/gpu/comm_gpu.cuh"
 #include "zero/offload/offload_gpu.cuh"
-#include "zero/gpu/engine_gpu.cuh"
 #include "zero/zeropp/zeropp_gpu.cuh"
+#include "zero/gpu/engine_gpu.cuh"
 #include "zero/gpu/optimizer_gpu.cuh"
 #endif
 #include "zero/reshard/reshard.h"

@@ -8,10 +8,6 @@
 #error "zero/accounting.h is part of the ZeRO engine; include zero.cuh"
 #endif
 
-#if ZERO_GPU_BUILD
-static void zero_offload_gpu_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out); // zero/offload/offload_gpu.cuh
-#endif
-
 // Print what this rank allocates and sends beside the formulas of docs/design.md "Stages" (rank 0 calls it): the
 // fp32 rows on the CPU, the mixed-precision rows (bf16 + fp32 master and m, v) on the GPU.
 static void zero_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out) {
@@ -31,11 +27,7 @@ static void zero_print_accounting(const ZeroEngine* z, int grad_accum_steps, FIL
     fprintf(out, "zero: elements sent per rank per step (ring count, A = %d micro-steps, E = %zu in %d wte units): formula %s = %lld (%.1f MiB %s); counted on each step line\n",
             grad_accum_steps, zero_embedding_numel(layout), layout->num_wte_units, zero_elements_sent_text(ZERO_STAGE, z->tied.tied_block_numel), sent,
             sent * (double)sizeof(ZeroFloat) / 1048576.0, ZERO_HAS_MASTER ? "bf16" : "fp32");
-#if ZERO_GPU_BUILD
-    zero_offload_gpu_print_accounting(z, grad_accum_steps, out);
-#else
-    zero_offload_print_accounting(z, grad_accum_steps, out);
-#endif
+    zero_hook_offload_print_accounting(z, grad_accum_steps, out); // -zo, -zp: RAM, NVMe (and the GPU's copies) beside their formulas
 }
 
 #endif // ZERO_ACCOUNTING_H

@@ -12,4 +12,7 @@
 #error "include zero.cuh, not this file"
 #endif
 
+static void zero_grad_work_finish(ZeroEngine* z, ZeroWorkingUnit* w); // stages 2, 3: reduce-scatter finished, slice into the shard, w free
+static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit); // stage 3: gather into a free working unit; NULL: none free
+
 #endif // ZERO_BACKEND_H

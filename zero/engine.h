@@ -147,7 +147,7 @@ typedef struct {
     int scalar_all_reduces_step;
     double comm_wait_s_step, comm_wait_s_total;        // exposed: time spent waiting
     ZeroGNSNorms gns;    // the gradient noise scale meter's squared norms (below)
-    struct ZeroPP* pp;              // ZeRO++ (zero/zeropp/zeropp.h): qwZ, hpZ, qgZ; NULL when off
+    ZeroPP* pp;          // ZeRO++ (zero/zeropp/zeropp_state.h): qwZ, hpZ, qgZ; NULL when off
 } ZeroEngine;
 
 static void* zero_calloc(size_t n, size_t elem, const char* what) {

@@ -12,8 +12,8 @@
 
 #if !ZERO_GPU_BUILD // the GPU engine is zero/gpu/engine_gpu.cuh
 // ---- set-up ----
-// offload: where the optimizer state and the stage-3 parameter shard live (zero/offload/offload.h);
-// NULL: in RAM. What lives on NVMe is not allocated here.
+// offload: where the optimizer state and the stage-3 parameter shard live (-zo, -zp: the offload
+// hooks of zero/hooks.h); NULL: in RAM. What lives on NVMe is not allocated here.
 static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size, const ZeroOffloadArgs* offload) {
     memset(z, 0, sizeof(*z));
     if (layout->world_size != world_size) {
@@ -26,15 +26,14 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     z->timeout_s = 300.0f;
     zero_progress_thread_start(world_size); // collectives move while the model computes
     int n = layout->num_units;
-    zero_offload_setup(z, offload);
-    const int* on_nvme = z->offload.on_nvme;
+    zero_hook_offload_setup(z, offload);
     size_t params_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_PARAMS, 0);
     size_t grads_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_GRADS, 0);
     size_t adam_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_ADAM_M, 0);
-    if (!on_nvme[ZERO_REGION_PARAMS]) z->params = (float*)zero_calloc(params_n, sizeof(float), "parameters");
+    if (!zero_hook_offload_on_nvme(z, ZERO_BUF_PARAMS)) z->params = (float*)zero_calloc(params_n, sizeof(float), "parameters");
     z->grads = (float*)zero_calloc(grads_n, sizeof(float), "gradients");
-    if (!on_nvme[ZERO_REGION_M]) z->m = (float*)zero_calloc(adam_n, sizeof(float), "Adam m");
-    if (!on_nvme[ZERO_REGION_V]) z->v = (float*)zero_calloc(adam_n, sizeof(float), "Adam v");
+    if (!zero_hook_offload_on_nvme(z, ZERO_BUF_ADAM_M)) z->m = (float*)zero_calloc(adam_n, sizeof(float), "Adam m");
+    if (!zero_hook_offload_on_nvme(z, ZERO_BUF_ADAM_V)) z->v = (float*)zero_calloc(adam_n, sizeof(float), "Adam v");
     z->bytes_params = params_n * sizeof(float);
     z->bytes_grads = grads_n * sizeof(float);
     z->bytes_optimizer = 2 * adam_n * sizeof(float);
@@ -53,13 +52,11 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
             z->grad_work[i].capacity = cap;
         }
     }
-    z->bytes_working = zero_working_numel(layout, ZERO_STAGE) * sizeof(float);
+    z->bytes_working += zero_working_numel(layout, ZERO_STAGE) * sizeof(float); // (+ offload's staging)
     z->tied.kept_count = (int*)zero_calloc((size_t)n, sizeof(int), "kept-row counts");
     z->tied.kept_first = (size_t*)zero_calloc((size_t)n, sizeof(size_t), "kept-row offsets");
-    z->bytes_working += zero_offload_staging_bytes(z);
     // The rings' receive buffer: one chunk of the largest unit (zero/comm_ring.h).
     if (ZERO_RING && world_size > 1) zero_ring_scratch(z, zero_ring_buffer_numel(layout, world_size));
-    zero_offload_open(z);
 }
 
 static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size) {
@@ -73,7 +70,7 @@ static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int wo
  * blocks (zero/tied_rows/tied_rows_cpu.h). The model calls it once, at build.
  */
 static void zero_reserve_kept_rows(ZeroEngine* z, size_t max_rows, int positions, int row_len) {
-    if (ZERO_STAGE < 2) { zero_tied_reserve(z, max_rows, positions, row_len); return; }
+    if (ZERO_STAGE < 2) { zero_hook_tied_reserve(z, max_rows, positions, row_len); return; }
     z->tied.kept_ids = (int*)zero_calloc(max_rows, sizeof(int), "kept wte rows");
     z->tied.kept_data = (float*)zero_calloc(max_rows * (size_t)row_len, sizeof(float), "kept wte gradient rows");
     z->tied.kept_capacity = max_rows;
@@ -94,8 +91,8 @@ static void zero_wait_all(ZeroEngine* z) {
 static void zero_free(ZeroEngine* z) {
     zero_wait_all(z);
     zero_progress_thread_stop();
-    zero_offload_free(z);
-    zero_pp_free(z);
+    zero_hook_offload_free(z);
+    zero_hook_pp_free(z);
     free(z->params); free(z->grads); free(z->m); free(z->v);
     free(z->grad_ops); free(z->param_ops);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { free(z->param_work[i].data); free(z->grad_work[i].data); }
@@ -117,42 +114,14 @@ static void zero_grad_work_finish(ZeroEngine* z, ZeroWorkingUnit* w) {
     w->unit = -1;
 }
 
-// Stage 3, -zp nvme: start the all-gathers whose shards are being read from NVMe, oldest first,
-// waiting for each read, up to working unit `upto` (NULL: all of them). Every rank must issue its
-// collectives in the same order, so this runs only at fixed points of the model's calls (never
-// when a read happens to finish): a unit prefetched at one unit's start is gathered at its end.
-static void zero_param_work_start_gathers(ZeroEngine* z, ZeroWorkingUnit* upto) {
-    for (;;) {
-        ZeroWorkingUnit* oldest = NULL;
-        for (int i = 0; i < ZERO_WORKING_UNITS; i++)
-            if (z->param_work[i].awaiting_read && (oldest == NULL || z->param_work[i].age < oldest->age)) oldest = &z->param_work[i];
-        if (oldest == NULL) return;
-        const ParamUnit* u = &z->layout->units[oldest->unit];
-        const ZeroFloat* mine = zero_offload_param_read_wait(z, oldest->awaiting_read - 1);
-        oldest->awaiting_read = 0;
-        // The bounce buffer goes back at once: the shard is copied to its place and gathered in place.
-        memcpy(oldest->data + (size_t)z->rank * u->shard_numel, mine, u->shard_numel * sizeof(float));
-        zero_op_all_gather(z, &oldest->op, NULL, oldest->data, u->padded_numel, oldest->unit, "parameters");
-        if (oldest == upto) return;
-    }
-}
-
-// Stage 3: start gathering `unit` into a free working unit; NULL if none is free. With -zp nvme
-// its shard is read from NVMe first and the gather starts when the read is back.
+// Stage 3: start gathering `unit` into a free working unit; NULL if none is free. An extension
+// may start it its own way: -zp nvme reads the shard first (gathered when the read is back),
+// ZeRO++ gathers int8 packets (qwZ) or within the group from the secondary shard (hpZ).
 static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
     ZeroWorkingUnit* w = zero_work_take(z, z->param_work, unit);
     if (w == NULL) return NULL;
-    if (z->offload.on_nvme[ZERO_REGION_PARAMS]) {
-        int busy[2] = {0, 0}; // the two bounce buffers: gather what holds them if both are taken
-        for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (z->param_work[i].awaiting_read) busy[z->param_work[i].awaiting_read - 1] = 1;
-        if (busy[0] && busy[1]) { zero_param_work_start_gathers(z, NULL); busy[0] = busy[1] = 0; }
-        int b = busy[0] ? 1 : 0;
-        zero_offload_param_read(z, b, unit);
-        w->awaiting_read = 1 + b;
-        return w;
-    }
+    if (zero_hook_offload_param_gather(z, w, unit) || zero_hook_pp_param_gather(z, w, unit)) return w;
     const ParamUnit* u = &z->layout->units[unit];
-    if (zero_pp_param_gather(z, w, unit, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit))) return w; // ZeRO++: qwZ, hpZ
     // All-gather: shard_numel elements from each rank's parameter shard into the working unit
     // (padded_numel elements), so every rank holds the whole unit until zero_params_unit_done.
     zero_op_all_gather(z, &w->op, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit), w->data, u->padded_numel, unit,
@@ -172,9 +141,9 @@ static float* zero_params_unit(ZeroEngine* z, int unit) {
     zero_progress(z);
     if (ZERO_STAGE == 3) {
         ZeroWorkingUnit* w = zero_param_work_get(z, unit);
-        if (w->awaiting_read) zero_param_work_start_gathers(z, w);
+        zero_hook_offload_start_gathers(z, w); // -zp nvme: its shard is read back: gather it now
         zero_op_wait(z, &w->op);
-        zero_pp_gather_done(z, w); // ZeRO++: dequantize (qwZ), keep the secondary shard (hpZ)
+        zero_hook_pp_gather_done(z, w); // ZeRO++: dequantize (qwZ), keep the secondary shard (hpZ)
         return w->data;
     }
     if (z->param_ops) zero_op_wait(z, &z->param_ops[unit]);
@@ -192,7 +161,7 @@ static void zero_params_unit_done(ZeroEngine* z, int unit) {
     if (ZERO_STAGE == 3) {
         ZeroWorkingUnit* w = zero_work_find(z->param_work, unit);
         if (w != NULL) { zero_op_wait(z, &w->op); w->unit = -1; }
-        zero_param_work_start_gathers(z, NULL);
+        zero_hook_offload_start_gathers(z, NULL); // -zp nvme: the shards read back so far
     }
     zero_progress(z);
 }
@@ -219,8 +188,8 @@ static float* zero_grads_unit(ZeroEngine* z, int unit) {
         if (count > 0) { z->tied.kept_count[unit] = 0; z->tied.kept_pending--; }
         return w->data;
     }
-    if (zero_tied_pending(z, unit)) return zero_tied_encoder_buffer(z, unit);
-    return z->grads + z->layout->units[unit].offset;
+    float* tied = zero_hook_tied_grads(z, unit); // a wte unit reduced early: its encoder rows' buffer
+    return tied ? tied : z->grads + z->layout->units[unit].offset;
 }
 
 // Reduce-scatter in place on a gradient working unit (stages 2, 3): padded_numel elements in,
@@ -230,8 +199,8 @@ static float* zero_grads_unit(ZeroEngine* z, int unit) {
 // rows) come through here, each a reduction of its own: their reduced slices add in the shard.
 static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
     const ParamUnit* u = &z->layout->units[unit];
-    if (z->gns.measure_local_grad_norm) z->gns.local_grad_norm_sq += norm_squared(w->data, u->padded_numel); // GNS small batch
-    if (!zero_pp_grad_reduce_scatter(z, w, unit)) zero_op_reduce_scatter(z, &w->op, w->data, u->padded_numel, unit, "gradients");
+    zero_gns_add_local(z, w->data, u->padded_numel); // GNS small batch
+    if (!zero_hook_pp_grad_reduce(z, w, unit)) zero_op_reduce_scatter(z, &w->op, w->data, u->padded_numel, unit, "gradients");
     if (z->world_size == 1) zero_grad_work_finish(z, w); // nothing in flight: finish now
 }
 
@@ -250,7 +219,7 @@ static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
  */
 static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* rows, int count, int row_len, int last_micro_step) {
     if (ZERO_STAGE < 2) {
-        if (last_micro_step && z->tied.tied_block_numel > 0) zero_tied_set_aside(z, unit, rows, count, row_len);
+        if (last_micro_step) zero_hook_tied_set_aside(z, unit, rows, count, row_len);
         zero_progress(z);
         return;
     }
@@ -264,37 +233,6 @@ static void zero_grads_unit_partly_ready(ZeroEngine* z, int unit, const int* row
     }
     zero_kept_rows_end(z, unit, count);
     zero_grad_work_reduce(z, w, unit);
-    zero_progress(z);
-}
-
-/*
- * Backward has finished this unit for this micro-step: its collective starts now, while
- * backward goes on with the units below it. last_micro_step says whether the gradients are
- * final for the optimizer step (stages 0, 1 reduce only then; stages 2, 3 reduce every
- * micro-step and accumulate into the shard, so no full gradient buffer outlives a unit).
- */
-static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) {
-    const ParamUnit* u = &z->layout->units[unit];
-    if (last_micro_step) zero_offload_prefetch_optimizer(z); // -zo/-zp nvme: the first units' state, read during backward
-    if (ZERO_STAGE < 2 && zero_tied_pending(z, unit)) { // a wte unit reduced early: its encoder rows (zero/tied_rows/tied_rows_cpu.h)
-        zero_tied_encoder_done(z, unit);
-        zero_progress(z);
-        return;
-    }
-    if (z->gns.measure_local_grad_norm && ZERO_STAGE < 2) { // GNS small batch, before the collective below
-        const float* local = zero_gns_local_grads(z, unit);
-        if (local) z->gns.local_grad_norm_sq += norm_squared(local, u->padded_numel);
-    }
-    if (ZERO_STAGE < 2 && last_micro_step) {
-        zero_grads_reduce_full(z, unit);
-    } else if (ZERO_STAGE >= 2) {
-        ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
-        if (w == NULL) {
-            fprintf(stderr, "error: internal: unit %d marked ready without a gradient working unit\n", unit);
-            zero_abort_all_ranks(1);
-        }
-        zero_grad_work_reduce(z, w, unit); // GNS small batch read there, before the collective
-    }
     zero_progress(z);
 }
 
@@ -312,6 +250,33 @@ static void zero_grads_reduce_full(ZeroEngine* z, int unit) {
     }
 }
 
+/*
+ * Backward has finished this unit for this micro-step: its collective starts now, while
+ * backward goes on with the units below it. last_micro_step says whether the gradients are
+ * final for the optimizer step (stages 0, 1 reduce only then; stages 2, 3 reduce every
+ * micro-step and accumulate into the shard, so no full gradient buffer outlives a unit).
+ */
+static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) {
+    const ParamUnit* u = &z->layout->units[unit];
+    if (last_micro_step) zero_hook_offload_prefetch(z); // -zo/-zp nvme: the first units' state, read during backward
+    if (ZERO_STAGE < 2 && zero_hook_tied_ready(z, unit)) { // a wte unit reduced early: its encoder rows taken
+        zero_progress(z);
+        return;
+    }
+    if (ZERO_STAGE < 2) zero_gns_add_local(z, zero_gns_local_grads(z, unit), u->padded_numel); // GNS small batch, before the collective
+    if (ZERO_STAGE < 2 && last_micro_step) {
+        zero_grads_reduce_full(z, unit);
+    } else if (ZERO_STAGE >= 2) {
+        ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
+        if (w == NULL) {
+            fprintf(stderr, "error: internal: unit %d marked ready without a gradient working unit\n", unit);
+            zero_abort_all_ranks(1);
+        }
+        zero_grad_work_reduce(z, w, unit); // GNS small batch read there, before the collective
+    }
+    zero_progress(z);
+}
+
 // Zero the stored gradients (full buffer or shard) before a step's first micro-step.
 static void zero_grads_zero(ZeroEngine* z) {
     memset(z->grads, 0, zero_buffer_numel(z->layout, ZERO_STAGE, ZERO_BUF_GRADS, 0) * sizeof(float));
@@ -321,14 +286,12 @@ static void zero_grads_zero(ZeroEngine* z) {
 static void zero_step_begin(ZeroEngine* z, int step) {
     z->step = step;
     zero_trace_step_begin(z, step); // -tr: the step's span opens (zero/trace/trace.h)
-    z->offload.io_wait_s_step = 0.0;
-    z->offload.read_at_step = zero_offload_bytes_read(z);
-    z->offload.written_at_step = zero_offload_bytes_written(z);
+    zero_hook_offload_step_begin(z);
     z->sent_elements_step = 0;
     z->scalar_all_reduces_step = 0;
     z->comm_wait_s_step = 0.0;
     z->gns.local_grad_norm_sq = 0.0;
-    zero_pp_step_begin(z);
+    zero_hook_pp_step_begin(z);
     zero_grads_zero(z);
 }
 
@@ -342,7 +305,7 @@ static void zero_params_wait_all(ZeroEngine* z) {
 static void zero_set_unit_params(ZeroEngine* z, int unit, const float* unit_buf) {
     const ParamUnit* u = &z->layout->units[unit];
     zero_params_wait_all(z);
-    if (z->offload.on_nvme[ZERO_REGION_PARAMS]) zero_offload_region_io(z, unit, ZERO_REGION_PARAMS, (void*)(unit_buf + (size_t)z->rank * u->shard_numel), 1);
+    if (zero_hook_offload_on_nvme(z, ZERO_BUF_PARAMS)) zero_hook_offload_unit_io(z, unit, ZERO_BUF_PARAMS, (void*)(unit_buf + (size_t)z->rank * u->shard_numel), 1);
     else if (ZERO_STAGE == 3) memcpy(zero_owned(z, z->params, ZERO_BUF_PARAMS, unit), unit_buf + (size_t)z->rank * u->shard_numel, u->shard_numel * sizeof(float));
     else memcpy(z->params + u->offset, unit_buf, u->padded_numel * sizeof(float));
 }
@@ -352,12 +315,12 @@ static void zero_set_unit_params(ZeroEngine* z, int unit, const float* unit_buf)
 static void zero_get_full_params(ZeroEngine* z, float* full) {
     zero_params_wait_all(z);
     if (ZERO_STAGE == 3) {
-        int on_nvme = z->offload.on_nvme[ZERO_REGION_PARAMS];
+        int on_nvme = zero_hook_offload_on_nvme(z, ZERO_BUF_PARAMS);
         float* staged = on_nvme ? (float*)zero_calloc(zero_max_unit_numel(z->layout), sizeof(float), "checkpoint parameter shard") : NULL;
         for (int unit = 0; unit < z->layout->num_units; unit++) {
             const ParamUnit* u = &z->layout->units[unit];
             ZeroOp op = {.kind = ZERO_OP_NONE};
-            if (on_nvme) zero_offload_region_io(z, unit, ZERO_REGION_PARAMS, staged, 0);
+            if (on_nvme) zero_hook_offload_unit_io(z, unit, ZERO_BUF_PARAMS, staged, 0);
             zero_op_gather_to_rank0(z, &op, on_nvme ? staged : zero_owned(z, z->params, ZERO_BUF_PARAMS, unit),
                                     full ? full + u->offset : NULL, u->padded_numel, unit, "parameters (checkpoint)");
             zero_op_wait(z, &op);
@@ -375,11 +338,7 @@ static void zero_get_optimizer_shard(ZeroEngine* z, float* m_out, float* v_out) 
     for (int unit = 0; unit < z->layout->num_units; unit++) {
         const ParamUnit* u = &z->layout->units[unit];
         size_t dst = u->offset / (size_t)z->world_size;
-        if (z->offload.on_nvme[ZERO_REGION_M]) { // -zo nvme: read back from the offload file
-            zero_offload_region_io(z, unit, ZERO_REGION_M, m_out + dst, 0);
-            zero_offload_region_io(z, unit, ZERO_REGION_V, v_out + dst, 0);
-            continue;
-        }
+        if (zero_hook_offload_optimizer_io(z, unit, m_out + dst, v_out + dst, 0)) continue; // -zo nvme: read back from the file
         memcpy(m_out + dst, zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit), u->shard_numel * sizeof(float));
         memcpy(v_out + dst, zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit), u->shard_numel * sizeof(float));
     }
@@ -391,11 +350,7 @@ static void zero_set_optimizer_shard(ZeroEngine* z, const float* m_in, const flo
     for (int unit = 0; unit < z->layout->num_units; unit++) {
         const ParamUnit* u = &z->layout->units[unit];
         size_t src = u->offset / (size_t)z->world_size;
-        if (z->offload.on_nvme[ZERO_REGION_M]) { // -zo nvme (stages 1-3: no all-gather below)
-            zero_offload_region_io(z, unit, ZERO_REGION_M, (void*)(m_in + src), 1);
-            zero_offload_region_io(z, unit, ZERO_REGION_V, (void*)(v_in + src), 1);
-            continue;
-        }
+        if (zero_hook_offload_optimizer_io(z, unit, (float*)(m_in + src), (float*)(v_in + src), 1)) continue; // -zo nvme (stages 1-3)
         memcpy(zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit), m_in + src, u->shard_numel * sizeof(float));
         memcpy(zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit), v_in + src, u->shard_numel * sizeof(float));
         if (ZERO_STAGE == 0) {

@@ -6,7 +6,7 @@
  * "here an extension may step in".
  *
  * ZERO_EXT (1 by default; 0 in the lesson build, `make train_gpt2 ZERO_EXT=none`): with 0 the
- * extension folders are not compiled and each hook below is an empty inline function, so the core
+ * extension folders are not compiled and each hook below is an empty function, so the core
  * builds and runs alone (stages 0-3, rings overlapped with backward, accumulation, checkpoints,
  * the GNS meter, the handshake).
  *
@@ -21,6 +21,16 @@
 
 #ifndef ZERO_EXT
 #define ZERO_EXT 1
+#endif
+#if !ZERO_EXT && ZERO_GPU_BUILD
+#error "ZERO_EXT=0 (the lesson build) is the CPU build's; the GPU build keeps its extensions"
+#endif
+// Each hook below is `signature ZERO_HOOK(body)`: with the extensions a declaration (defined in the
+// extension's folder); in the lesson build the hook's own definition, `body` (doing nothing).
+#if ZERO_EXT
+#define ZERO_HOOK(...) ;
+#else
+#define ZERO_HOOK(...) { __VA_ARGS__ }
 #endif
 
 // ---- trace (zero/trace/): a collective's begin and end on the per-rank timeline ----
@@ -41,15 +51,50 @@ static inline void zero_trace_step_begin(ZeroEngine* z, int step) { (void)z; (vo
 // ---- cluster robustness (zero/cluster/): what process life registers to run on abort ----
 // None: each registers its clean-up as it sets it up (zero/comm_mpi.h's zero_at_stop, zero_at_abort).
 
-// ---- offload and NVMe (zero/offload/) ----
+// ---- offload and NVMe (zero/offload/offload.h; the accounting line: offload_accounting.h, GPU offload_gpu.cuh) ----
+// Where a buffer lives (RAM, or -zo/-zp nvme: the offload file); a unit's slice to and from the
+// file (set-up, checkpoints); a stage-3 shard read back before its all-gather; the optimizer's
+// walk over a unit's owned slice in pieces (one when nothing is on NVMe: [0, shard_numel)).
+#if !ZERO_GPU_BUILD
+static void zero_hook_offload_setup(ZeroEngine* z, const ZeroOffloadArgs* args) ZERO_HOOK(return;) // placement, file, staging: before the state is allocated (every rank)
+static int zero_hook_offload_on_nvme(const ZeroEngine* z, ZeroBuffer which) ZERO_HOOK(return 0;)  // 1: `which` lives in the file, not in RAM
+static void zero_hook_offload_unit_io(ZeroEngine* z, int unit, ZeroBuffer which, void* data, int write) ZERO_HOOK(return;)
+static int zero_hook_offload_optimizer_io(ZeroEngine* z, int unit, float* m, float* v, int write) ZERO_HOOK(return 0;) // 1: m, v moved
+static void zero_hook_offload_step_begin(ZeroEngine* z) ZERO_HOOK(return;)                       // the step's I/O counters
+static void zero_hook_offload_prefetch(ZeroEngine* z) ZERO_HOOK(return;)                         // last micro-step: the optimizer's first reads
+static int zero_hook_offload_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit) ZERO_HOOK(return 0;) // 1: reading the shard
+static void zero_hook_offload_start_gathers(ZeroEngine* z, ZeroWorkingUnit* upto) ZERO_HOOK(return;) // gather the shards read, up to `upto`
+static int zero_hook_offload_piece(const ZeroEngine* z, int unit, int k, size_t* lo, size_t* hi) // piece k's [lo, hi); 0: no piece k
+    ZERO_HOOK(if (k > 0) return 0; *lo = 0; *hi = z->layout->units[unit].shard_numel; return 1;)
+static void zero_hook_offload_piece_begin(ZeroEngine* z, int unit, int k, float** p, float** m, float** v) ZERO_HOOK(return;) // staged copies
+static void zero_hook_offload_piece_end(ZeroEngine* z, int unit, int k) ZERO_HOOK(return;)       // written back
+static void zero_hook_offload_free(ZeroEngine* z) ZERO_HOOK(return;)
+#endif
+static void zero_hook_offload_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out) ZERO_HOOK(return;)
 
-// ---- ZeRO++ (zero/zeropp/) ----
-#if ZERO_GPU_BUILD && ZERO_EXT // zero/gpu/comm_gpu.cuh's abort: ZeRO++'s split communicators too
-static void zero_pp_abort_comms(ZeroEngine* z);
-#elif ZERO_GPU_BUILD
-static inline void zero_pp_abort_comms(ZeroEngine* z) { (void)z; }
+// ---- ZeRO++ (zero/zeropp/zeropp.h; GPU zeropp_gpu.cuh) ----
+// A stage-3 gather as int8 packets (qwZ) or from the secondary shard (hpZ), a stages 2-3 gradient
+// reduction as the two-level int4/int8 all-to-all (qgZ); 0: the core's plain collective runs.
+#if !ZERO_GPU_BUILD
+static int zero_hook_pp_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit) ZERO_HOOK(return 0;) // 1: started the ZeRO++ way
+static void zero_hook_pp_gather_done(ZeroEngine* z, ZeroWorkingUnit* w) ZERO_HOOK(return;)  // dequantize (qwZ), keep the slice (hpZ)
+static int zero_hook_pp_grad_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) ZERO_HOOK(return 0;) // 1: reduced (done on return)
+static void zero_hook_pp_step_begin(ZeroEngine* z) ZERO_HOOK(return;)
+static void zero_hook_pp_free(ZeroEngine* z) ZERO_HOOK(return;)
+#else
+static void zero_pp_abort_comms(ZeroEngine* z); // zero/gpu/comm_gpu.cuh's abort: the group communicators too
 #endif
 
-// ---- tied rows (zero/tied_rows/) ----
+// ---- tied rows (zero/tied_rows/tied_rows_cpu.h): CPU stages 0, 1 with N > 1 ----
+// A wte unit's reduction starts after the LM head, its encoder rows set aside and all-gathered
+// after the encoder; without (no room reserved) the dense schedule: the full buffer holds both
+// uses until zero_grads_unit_ready.
+#if !ZERO_GPU_BUILD
+static void zero_hook_tied_reserve(ZeroEngine* z, size_t max_rows, int positions, int row_len) ZERO_HOOK(return;)
+static void zero_hook_tied_set_aside(ZeroEngine* z, int unit, const int* rows, int count, int row_len) ZERO_HOOK(return;) // reduce early
+static float* zero_hook_tied_grads(ZeroEngine* z, int unit) ZERO_HOOK(return NULL;) // an early unit's encoder buffer, else NULL
+static int zero_hook_tied_ready(ZeroEngine* z, int unit) ZERO_HOOK(return 0;)       // 1: an early unit's encoder rows taken
+static void zero_hook_tied_add_rows(ZeroEngine* z) ZERO_HOOK(return;)               // optimizer step: every rank's rows added
+#endif
 
 #endif // ZERO_HOOKS_H

@@ -15,7 +15,7 @@
 /*
  * Optimizer step t (from 1) with learning rate lr, on the slices this rank owns:
  *   1. finish the gradient collectives (the exposed part of their time is measured here);
- *      stages 0, 1: add every rank's encoder rows of wte (zero/tied_rows/tied_rows_cpu.h)
+ *      stages 0, 1: add every rank's encoder rows of wte (the tied-rows hook, zero/hooks.h)
  *   2. average: the reduced gradient is a sum over ranks; multiply by 1/world_size
  *   3. global gradient norm: squared norms of the owned slices, one scalar all-reduce
  *   4. clip coefficient, AdamW (weight decay on 2-D tensors only) on the owned slices
@@ -36,7 +36,7 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
             if (reduced != own) memmove(own, reduced, u->shard_numel * sizeof(float));
         }
     }
-    if (ZERO_STAGE <= 1) zero_tied_add_rows(z); // the encoder's wte rows of every rank (zero/tied_rows/tied_rows_cpu.h)
+    if (ZERO_STAGE <= 1) zero_hook_tied_add_rows(z); // the encoder's wte rows of every rank, when reduced early
     if (ZERO_STAGE >= 2) {
         for (;;) { // oldest first: the order backward started them
             ZeroWorkingUnit* oldest = NULL;
@@ -47,7 +47,7 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
         }
     }
     if (ZERO_STAGE == 3) { // gathered units are stale once the shard changes: free them
-        zero_param_work_start_gathers(z, NULL); // (none pending at a step's end; kept collective-safe)
+        zero_hook_offload_start_gathers(z, NULL); // -zp nvme (none pending at a step's end; kept collective-safe)
         for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
             zero_op_wait(z, &z->param_work[i].op);
             z->param_work[i].unit = -1;
@@ -90,14 +90,11 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
         float* m0 = ZERO_STAGE >= 1 ? zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit) : z->m + u->offset + begin;
         float* v0 = ZERO_STAGE >= 1 ? zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit) : z->v + u->offset + begin;
         // The slice in pieces: one, unless -zo/-zp nvme streams it from the disk piece by piece.
-        for (int k = 0; k < zero_offload_unit_pieces(z, unit); k++) {
-            size_t lo, hi;
-            zero_offload_piece_range(z, unit, k, &lo, &hi);
+        size_t lo, hi;
+        for (int k = 0; zero_hook_offload_piece(z, unit, k, &lo, &hi); k++) {
             if (ZERO_STAGE == 0) hi = end - begin; // (stage 0 has no offload: one piece, the whole unit)
             float *p = p0 ? p0 + lo : NULL, *g = g0 + lo, *m = m0 ? m0 + lo : NULL, *v = v0 ? v0 + lo : NULL;
-            void* region[ZERO_NUM_REGIONS] = {p, NULL, m, v};
-            zero_offload_piece_begin(z, unit, k, region); // nvme: the staged copies, read and checked
-            p = (float*)region[ZERO_REGION_PARAMS], m = (float*)region[ZERO_REGION_M], v = (float*)region[ZERO_REGION_V];
+            zero_hook_offload_piece_begin(z, unit, k, &p, &m, &v); // nvme: the staged copies, read and checked
             for (int ti = 0; ti < u->num_tensors; ti++) {
                 const ParamTensor* pt = &layout->tensors[u->first_tensor + ti];
                 size_t first;
@@ -107,7 +104,7 @@ static float zero_optimizer_step(ZeroEngine* z, const AdamWConfig* opt, float lr
                 float wd = pt->ndim == 2 ? opt->weight_decay : 0.0f;
                 adamw_update(p + o, g + o, m + o, v + o, len, lr, opt->beta1, opt->beta2, opt->eps, wd, grad_scale, t);
             }
-            zero_offload_piece_end(z, unit, k); // written back while the next pieces update
+            zero_hook_offload_piece_end(z, unit, k); // nvme: written back while the next pieces update
         }
         // 5. All-gather in place: this rank's updated shard_numel slice out, the unit's
         // padded_numel parameters in; the next forward waits for it when it reaches this unit.

@@ -3,7 +3,7 @@
  * which elements of a unit this rank updates, where its slice lives, which working unit a
  * stage-2/3 unit's gradients or gathered parameters use, and the gradient noise scale meter's
  * view of a rank's local gradients. Each engine supplies zero_grad_work_finish and
- * zero_param_work_gather (declared here).
+ * zero_param_work_gather (declared in zero/backend.h).
  * Part of the ZeRO engine (the map is in zero.cuh).
  */
 #ifndef ZERO_WORK_UNITS_H
@@ -55,11 +55,6 @@ static ZeroWorkingUnit* zero_work_take(ZeroEngine* z, ZeroWorkingUnit* work, int
     return NULL;
 }
 
-// Each backend finishes a gradient working unit its own way (wait, add the slice into the shard)
-// and starts a parameter all-gather its own way (MPI, or NCCL on the comm stream).
-static void zero_grad_work_finish(ZeroEngine* z, ZeroWorkingUnit* w);
-static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit);
-
 // Stage 3: the working unit holding `unit`'s gathered parameters: the one already resident (a
 // prefetch, or wte kept from the LM head for backward) or a gather started now.
 static ZeroWorkingUnit* zero_param_work_get(ZeroEngine* z, int unit) {
@@ -105,6 +100,10 @@ static const ZeroFloat* zero_gns_local_grads(ZeroEngine* z, int unit) {
     ZeroWorkingUnit* w = zero_work_find(z->grad_work, unit);
     return w ? w->data : NULL;
 }
+
+#if !ZERO_GPU_BUILD // GNS small batch: `local`'s squared norm (n elements; NULL: none) into the step's local norm, when measured
+static void zero_gns_add_local(ZeroEngine* z, const float* local, size_t n) { if (z->gns.measure_local_grad_norm && local) z->gns.local_grad_norm_sq += norm_squared(local, n); }
+#endif
 
 // zero_grads_unit_partly_ready's bookkeeping of the set-aside wte rows, both engines. Begin: the
 // unit must hold a gradient working unit with no rows set aside yet and the rows must fit the

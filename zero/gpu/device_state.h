@@ -70,4 +70,18 @@ typedef struct {
     double copy_wait_s_step;           // host time waiting for a gradient copy (exposed)
 } ZeroDevice;
 
+// Zeroed device memory for the GPU engine and its extensions; out of memory: one line, exit.
+static void* zero_device_calloc(size_t n, size_t elem, const char* what) {
+    if (n == 0) return NULL;
+    void* p = NULL;
+    cudaError_t err = cudaMalloc(&p, n * elem);
+    if (err != cudaSuccess) {
+        fprintf(stderr, "error: out of GPU memory allocating %s (%.1f MiB): %s; expected a smaller model, -b/-t or a higher ZeRO stage\n",
+                what, n * elem / 1048576.0, cudaGetErrorString(err));
+        exit(1);
+    }
+    CUDA_CHECK(cudaMemset(p, 0, n * elem));
+    return p;
+}
+
 #endif // ZERO_DEVICE_STATE_H

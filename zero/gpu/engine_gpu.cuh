@@ -57,22 +57,44 @@
 #include "kernels/grad_accum.cuh"
 #include "kernels/rows.cuh"
 
-static void zero_adamw_plan_init(ZeroEngine* z); // zero/gpu/optimizer_gpu.cuh
-
 // ============================================================================================
 // Set-up
 
-static void* zero_device_calloc(size_t n, size_t elem, const char* what) {
-    if (n == 0) return NULL;
-    void* p = NULL;
-    cudaError_t err = cudaMalloc(&p, n * elem);
-    if (err != cudaSuccess) {
-        fprintf(stderr, "error: out of GPU memory allocating %s (%.1f MiB): %s; expected a smaller model, -b/-t or a higher ZeRO stage\n",
-                what, n * elem / 1048576.0, cudaGetErrorString(err));
-        exit(1);
+/*
+ * The multi-tensor AdamW plan (kernels/adamw.cuh): one segment per tensor piece inside what this
+ * rank updates (zero_update_range: the unit at stage 0, its slice at stages 1-3), in unit order,
+ * with its offsets in each buffer as the stage stores them: params (full, or the shard at stage
+ * 3), grads_fp32 (full at stages 0, 1, shard at 2, 3), master / m / v (full at stage 0, shard
+ * from stage 1). adamw_unit_chunks[u] is unit u's first chunk, so stages 1, 2 can launch unit by
+ * unit and start each unit's all-gather behind its own update.
+ */
+static void zero_adamw_plan_init(ZeroEngine* z) {
+    const ParamLayout* layout = z->layout;
+    AdamWSegment* segments = (AdamWSegment*)zero_calloc((size_t)layout->num_tensors + 1, sizeof(AdamWSegment), "adamw plan");
+    z->gpu.adamw_unit_chunks = (int*)zero_calloc((size_t)layout->num_units + 1, sizeof(int), "adamw plan");
+    int count = 0;
+    size_t chunks = 0;
+    for (int unit = 0; unit < layout->num_units; unit++) {
+        const ParamUnit* u = &layout->units[unit];
+        z->gpu.adamw_unit_chunks[unit] = (int)chunks;
+        size_t begin, end;
+        zero_update_range(z, unit, &begin, &end);
+        size_t p0 = ZERO_STAGE == 3 ? zero_owned_offset(layout, ZERO_STAGE, ZERO_BUF_PARAMS, z->rank, unit) : u->offset + begin;
+        size_t g0 = ZERO_STAGE >= 2 ? zero_owned_offset(layout, ZERO_STAGE, ZERO_BUF_GRADS, z->rank, unit) : u->offset + begin;
+        size_t w0 = ZERO_STAGE >= 1 ? zero_owned_offset(layout, ZERO_STAGE, ZERO_BUF_MASTER, z->rank, unit) : u->offset + begin;
+        for (int i = 0; i < u->num_tensors; i++) {
+            const ParamTensor* pt = &layout->tensors[u->first_tensor + i];
+            size_t first;
+            size_t len = zero_tensor_overlap(pt, begin, end, &first);
+            if (len == 0) continue;
+            size_t o = first - begin;
+            segments[count++] = AdamWSegment{p0 + o, w0 + o, g0 + o, len, u->offset + first, pt->ndim == 2};
+            chunks += ceil_div_size(len, ADAMW_CHUNK);
+        }
     }
-    CUDA_CHECK(cudaMemset(p, 0, n * elem));
-    return p;
+    z->gpu.adamw_unit_chunks[layout->num_units] = (int)chunks;
+    adamw_plan_build(&z->gpu.adamw_plan, segments, count);
+    free(segments);
 }
 
 static void zero_op_init(ZeroOp* op) {

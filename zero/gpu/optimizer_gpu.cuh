@@ -35,43 +35,6 @@ typedef struct {
                              // the host left the GPU idle); NAN when the previous slot is not step - 1
 } ZeroStepResult;
 
-/*
- * The multi-tensor AdamW plan (kernels/adamw.cuh): one segment per tensor piece inside what this
- * rank updates (zero_update_range: the unit at stage 0, its slice at stages 1-3), in unit order,
- * with its offsets in each buffer as the stage stores them: params (full, or the shard at stage
- * 3), grads_fp32 (full at stages 0, 1, shard at 2, 3), master / m / v (full at stage 0, shard
- * from stage 1). adamw_unit_chunks[u] is unit u's first chunk, so stages 1, 2 can launch unit by
- * unit and start each unit's all-gather behind its own update.
- */
-static void zero_adamw_plan_init(ZeroEngine* z) {
-    const ParamLayout* layout = z->layout;
-    AdamWSegment* segments = (AdamWSegment*)zero_calloc((size_t)layout->num_tensors + 1, sizeof(AdamWSegment), "adamw plan");
-    z->gpu.adamw_unit_chunks = (int*)zero_calloc((size_t)layout->num_units + 1, sizeof(int), "adamw plan");
-    int count = 0;
-    size_t chunks = 0;
-    for (int unit = 0; unit < layout->num_units; unit++) {
-        const ParamUnit* u = &layout->units[unit];
-        z->gpu.adamw_unit_chunks[unit] = (int)chunks;
-        size_t begin, end;
-        zero_update_range(z, unit, &begin, &end);
-        size_t p0 = ZERO_STAGE == 3 ? zero_owned_offset(layout, ZERO_STAGE, ZERO_BUF_PARAMS, z->rank, unit) : u->offset + begin;
-        size_t g0 = ZERO_STAGE >= 2 ? zero_owned_offset(layout, ZERO_STAGE, ZERO_BUF_GRADS, z->rank, unit) : u->offset + begin;
-        size_t w0 = ZERO_STAGE >= 1 ? zero_owned_offset(layout, ZERO_STAGE, ZERO_BUF_MASTER, z->rank, unit) : u->offset + begin;
-        for (int i = 0; i < u->num_tensors; i++) {
-            const ParamTensor* pt = &layout->tensors[u->first_tensor + i];
-            size_t first;
-            size_t len = zero_tensor_overlap(pt, begin, end, &first);
-            if (len == 0) continue;
-            size_t o = first - begin;
-            segments[count++] = AdamWSegment{p0 + o, w0 + o, g0 + o, len, u->offset + first, pt->ndim == 2};
-            chunks += ceil_div_size(len, ADAMW_CHUNK);
-        }
-    }
-    z->gpu.adamw_unit_chunks[layout->num_units] = (int)chunks;
-    adamw_plan_build(&z->gpu.adamw_plan, segments, count);
-    free(segments);
-}
-
 // Start optimizer step `step` (from 1, as printed): per-step counters, the step's slot and its
 // third of the stall timers, the GNS meter's device sum to zero. Gradients need no zeroing: each
 // unit's bf16 buffer is zeroed when backward asks for it, and its first addition into

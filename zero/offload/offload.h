@@ -473,4 +473,89 @@ static void zero_offload_free(ZeroEngine* z) {
     memset(o, 0, sizeof(*o));
 }
 
+
+// ============================================================================================
+// The CPU engine's offload hooks (declared in zero/hooks.h, called by zero/engine_cpu.h and
+// zero/optimizer_cpu.h): the calls above, in the engine's words (a ZeroBuffer, not a region).
+
+#if !ZERO_GPU_BUILD
+static int zero_offload_region_of(ZeroBuffer which) {
+    return which == ZERO_BUF_PARAMS ? ZERO_REGION_PARAMS : which == ZERO_BUF_ADAM_M ? ZERO_REGION_M : ZERO_REGION_V;
+}
+
+static void zero_hook_offload_setup(ZeroEngine* z, const ZeroOffloadArgs* args) {
+    zero_offload_setup(z, args);
+    z->bytes_working += zero_offload_staging_bytes(z);
+    zero_offload_open(z);
+}
+static int zero_hook_offload_on_nvme(const ZeroEngine* z, ZeroBuffer which) { return z->offload.on_nvme[zero_offload_region_of(which)]; }
+static void zero_hook_offload_free(ZeroEngine* z) { zero_offload_free(z); }
+static void zero_hook_offload_unit_io(ZeroEngine* z, int unit, ZeroBuffer which, void* data, int write) {
+    zero_offload_region_io(z, unit, zero_offload_region_of(which), data, write);
+}
+// -zo nvme: the unit's slices of Adam m and v (shard_numel elements each) to or from the file; 0 when in RAM.
+static int zero_hook_offload_optimizer_io(ZeroEngine* z, int unit, float* m, float* v, int write) {
+    if (!z->offload.on_nvme[ZERO_REGION_M]) return 0;
+    zero_offload_region_io(z, unit, ZERO_REGION_M, m, write);
+    zero_offload_region_io(z, unit, ZERO_REGION_V, v, write);
+    return 1;
+}
+
+static void zero_hook_offload_step_begin(ZeroEngine* z) {
+    z->offload.io_wait_s_step = 0.0;
+    z->offload.read_at_step = zero_offload_bytes_read(z);
+    z->offload.written_at_step = zero_offload_bytes_written(z);
+}
+static void zero_hook_offload_prefetch(ZeroEngine* z) { zero_offload_prefetch_optimizer(z); }
+
+// The optimizer's walk over a unit's owned slice, piece by piece (one piece when nothing is on NVMe).
+static int zero_hook_offload_piece(const ZeroEngine* z, int unit, int k, size_t* lo, size_t* hi) {
+    if (k >= zero_offload_unit_pieces(z, unit)) return 0;
+    zero_offload_piece_range(z, unit, k, lo, hi);
+    return 1;
+}
+static void zero_hook_offload_piece_begin(ZeroEngine* z, int unit, int k, float** p, float** m, float** v) {
+    void* region[ZERO_NUM_REGIONS] = {*p, NULL, *m, *v};
+    zero_offload_piece_begin(z, unit, k, region); // nvme: the staged copies, read and checked
+    *p = (float*)region[ZERO_REGION_PARAMS], *m = (float*)region[ZERO_REGION_M], *v = (float*)region[ZERO_REGION_V];
+}
+static void zero_hook_offload_piece_end(ZeroEngine* z, int unit, int k) { zero_offload_piece_end(z, unit, k); }
+
+// Stage 3, -zp nvme: start the all-gathers whose shards are being read from NVMe, oldest first,
+// waiting for each read, up to working unit `upto` (NULL: all of them; a unit not being read:
+// none). Every rank must issue its collectives in the same order, so this runs only at fixed
+// points of the model's calls (never when a read happens to finish): a unit prefetched at one
+// unit's start is gathered at its end.
+static void zero_hook_offload_start_gathers(ZeroEngine* z, ZeroWorkingUnit* upto) {
+    if (upto != NULL && !upto->awaiting_read) return;
+    for (;;) {
+        ZeroWorkingUnit* oldest = NULL;
+        for (int i = 0; i < ZERO_WORKING_UNITS; i++)
+            if (z->param_work[i].awaiting_read && (oldest == NULL || z->param_work[i].age < oldest->age)) oldest = &z->param_work[i];
+        if (oldest == NULL) return;
+        const ParamUnit* u = &z->layout->units[oldest->unit];
+        const ZeroFloat* mine = zero_offload_param_read_wait(z, oldest->awaiting_read - 1);
+        oldest->awaiting_read = 0;
+        // The bounce buffer goes back at once: the shard is copied to its place and gathered in place.
+        memcpy(oldest->data + (size_t)z->rank * u->shard_numel, mine, u->shard_numel * sizeof(float));
+        zero_op_all_gather(z, &oldest->op, NULL, oldest->data, u->padded_numel, oldest->unit, "parameters");
+        if (oldest == upto) return;
+    }
+}
+
+// Stage 3, -zp nvme: the gather of `unit` into working unit w starts with reading its shard from
+// NVMe into a bounce buffer; zero_hook_offload_start_gathers gathers it when asked. Returns 0
+// when the shard is in RAM (the core gathers it).
+static int zero_hook_offload_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
+    if (!z->offload.on_nvme[ZERO_REGION_PARAMS]) return 0;
+    int busy[2] = {0, 0}; // the two bounce buffers: gather what holds them if both are taken
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (z->param_work[i].awaiting_read) busy[z->param_work[i].awaiting_read - 1] = 1;
+    if (busy[0] && busy[1]) { zero_hook_offload_start_gathers(z, NULL); busy[0] = busy[1] = 0; }
+    int b = busy[0] ? 1 : 0;
+    zero_offload_param_read(z, b, unit);
+    w->awaiting_read = 1 + b;
+    return 1;
+}
+#endif // !ZERO_GPU_BUILD
+
 #endif // ZERO_OFFLOAD_H

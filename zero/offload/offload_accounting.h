@@ -105,7 +105,8 @@ static const char* zero_offload_config_fields(const ZeroEngine* z, int grad_accu
  * also read before each all-gather, 2A times per step, 3A for wte's units (E):
  *   read (8[zo] + 4[zp]) Ψ/N + 4[zp] (2AΨ + AE)/N,  written (8[zo] + 4[zp]) Ψ/N  bytes.
  */
-static void zero_offload_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out) {
+#if !ZERO_GPU_BUILD // the GPU build's: zero/offload/offload_gpu.cuh (a hook of zero/hooks.h, called by zero/accounting.h)
+static void zero_hook_offload_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out) {
     const ZeroOffload* o = &z->offload;
     if (o->optimizer == ZERO_PLACE_NONE && o->params == ZERO_PLACE_NONE) return;
     size_t psi = z->layout->padded_numel, N = (size_t)z->world_size, e = zero_embedding_numel(z->layout);
@@ -130,5 +131,6 @@ static void zero_offload_print_accounting(const ZeroEngine* z, int grad_accum_st
             o->path, o->file_bytes, NVME_ALIGN, nvme_backend_names[o->io.backend], o->direct ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT",
             grad_accum_steps, read, read_formula, written, written_formula);
 }
+#endif // !ZERO_GPU_BUILD
 
 #endif // ZERO_OFFLOAD_ACCOUNTING_H

@@ -233,7 +233,7 @@ static void zero_offload_gpu_params_io(ZeroEngine* z, int unit, bf16* data, int 
  * down (4Ψ/N) and, unless it rests on the host, its bf16 parameter slice up (2Ψ/N); with -zp the
  * slice goes up before each all-gather instead, 2AΨ/N + AE/N... in bf16 bytes: (2 · 2AΨ + 2 · AE)/N.
  */
-static void zero_offload_gpu_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out) {
+static void zero_hook_offload_print_accounting(const ZeroEngine* z, int grad_accum_steps, FILE* out) {
     const ZeroOffload* o = &z->offload;
     if (!zero_offload_gpu_host_optimizer(z)) return;
     size_t psi = z->layout->padded_numel, N = (size_t)z->world_size, e = zero_embedding_numel(z->layout);

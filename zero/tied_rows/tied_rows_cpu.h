@@ -28,8 +28,6 @@
 #endif
 
 #if !ZERO_GPU_BUILD
-static void zero_grads_reduce_full(ZeroEngine* z, int unit); // zero/engine_cpu.h: the unit's stage-0/1 collective
-
 // Room for the rows (zero_reserve_kept_rows, stages 0, 1): max_rows token rows and `positions`
 // wpe rows of row_len = C elements, one block per rank for the all-gather.
 static void zero_tied_reserve(ZeroEngine* z, size_t max_rows, int positions, int row_len) {
@@ -145,6 +143,20 @@ static void zero_tied_add_rows(ZeroEngine* z) {
     z->tied.kept_used = 0;
     z->tied.kept_pending = 0;
 }
+
+// The CPU engine's tied-row hooks (declared in zero/hooks.h, called by zero/engine_cpu.h and
+// zero/optimizer_cpu.h), stages 0, 1.
+static void zero_hook_tied_reserve(ZeroEngine* z, size_t max_rows, int positions, int row_len) { zero_tied_reserve(z, max_rows, positions, row_len); }
+static void zero_hook_tied_set_aside(ZeroEngine* z, int unit, const int* rows, int count, int row_len) {
+    if (z->tied.tied_block_numel > 0) zero_tied_set_aside(z, unit, rows, count, row_len);
+}
+static float* zero_hook_tied_grads(ZeroEngine* z, int unit) { return zero_tied_pending(z, unit) ? zero_tied_encoder_buffer(z, unit) : NULL; }
+static int zero_hook_tied_ready(ZeroEngine* z, int unit) {
+    if (!zero_tied_pending(z, unit)) return 0;
+    zero_tied_encoder_done(z, unit);
+    return 1;
+}
+static void zero_hook_tied_add_rows(ZeroEngine* z) { zero_tied_add_rows(z); }
 #endif // !ZERO_GPU_BUILD
 
 #endif // ZERO_TIED_ROWS_CPU_H

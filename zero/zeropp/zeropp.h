@@ -224,26 +224,7 @@ static void zero_pp_formula_split_bytes(const ZeroPPFormula* f, int world_size, 
     *within = f->forward + f->backward + f->gradients - a;
 }
 
-#if !ZERO_GPU_BUILD
-typedef struct ZeroPP {
-    int qw, qg, qg_bits, hp, block; // flags: hp = K (1: off); block: -qb, the weights'
-    int grad_block;                 // -qbg: elements per block of qgZ's gradient codes
-    int group_size, num_groups;     // G ranks a group (hpZ's K when on, else the ranks of a host), H = N/G
-    int group_rank, group_index;    // this rank = group_index * G + group_rank
-    MPI_Comm group_comm, cross_comm; // this rank's group; the ranks at its place in every group
-    int backward;                   // the model's pass: 1 while backward asks for parameters
-    int forward_gather[ZERO_WORKING_UNITS]; // the working unit's gather served forward: keep its hpZ slice
-    float* packets[ZERO_WORKING_UNITS]; // qwZ: per parameter working unit, N packets (gathered codes)
-    long long dequantize_age[ZERO_WORKING_UNITS]; // the working unit's age (take) whose packets await dequantizing, else -1
-    float* secondary;               // hpZ: unit u's slice group_rank of K at units[u].offset / K
-    int* secondary_ready;           // per unit: a forward gather has filled it
-    uint8_t *send, *recv;           // qgZ: the two all-to-alls' buffers (one unit)
-    float* partial;                 // qgZ: H chunks summed within the group
-    size_t bytes_buffers, bytes_secondary;
-    long long words_offring_step;   // sent outside the rings this step (group gathers, all-to-alls), in words
-    long long words_offring_across_step;
-} ZeroPP;
-
+#if !ZERO_GPU_BUILD // (the state, ZeroPP: zero/zeropp/zeropp_state.h)
 static const ParamUnit* zero_pp_unit(const ZeroEngine* z, int unit) { return &z->layout->units[unit]; }
 #endif // !ZERO_GPU_BUILD (the host helpers and -hp's check below serve the GPU build too)
 
@@ -555,12 +536,15 @@ static const char* zero_pp_config_fields(const ZeroEngine* z, int grad_accum_ste
              f.forward, f.backward, f.gradients, pp ? pp->bytes_secondary : 0);
     return buf;
 }
-#else // the GPU build's part is zero/zeropp/zeropp_gpu.cuh, after the GPU engine (it uses its helpers)
-static int zero_pp_device_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit);
-static void zero_pp_device_gathered(ZeroEngine* z, ZeroWorkingUnit* w);
-static int zero_pp_device_grad_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit, float* target, int first);
-static void zero_pp_abort_comms(ZeroEngine* z);
-static void zero_pp_free(ZeroEngine* z);
-#endif // !ZERO_GPU_BUILD
+
+// The CPU engine's ZeRO++ hooks (declared in zero/hooks.h, called by zero/engine_cpu.h).
+static int zero_hook_pp_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
+    return zero_pp_param_gather(z, w, unit, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit));
+}
+static void zero_hook_pp_gather_done(ZeroEngine* z, ZeroWorkingUnit* w) { zero_pp_gather_done(z, w); }
+static int zero_hook_pp_grad_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) { return zero_pp_grad_reduce_scatter(z, w, unit); }
+static void zero_hook_pp_step_begin(ZeroEngine* z) { zero_pp_step_begin(z); }
+static void zero_hook_pp_free(ZeroEngine* z) { zero_pp_free(z); }
+#endif // !ZERO_GPU_BUILD (the GPU build's part: zero/zeropp/zeropp_gpu.cuh)
 
 #endif // ZERO_ZEROPP_H

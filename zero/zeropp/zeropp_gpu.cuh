@@ -42,24 +42,6 @@
 #include "kernels/grad_accum.cuh"
 #include "kernels/quantize.cuh"
 
-typedef struct ZeroPP {
-    int qw, qg, qg_bits, hp, block;      // flags: hp = K (1: off); block: -qb, elements per block of qwZ's codes
-    int grad_block;                      // elements per block of qgZ's codes (-qbg)
-    int group_size, num_groups;          // G ranks a group, H = N/G
-    int group_rank, group_index;         // this rank = group_index * G + group_rank
-#if !ZERO_COMM_MPI
-    ncclComm_t group_nccl, cross_nccl;   // this rank's group; the ranks at its place in every group (NULL: not needed)
-#endif
-    int backward;                        // the model's pass: 1 while backward asks for parameters
-    int forward_gather[ZERO_WORKING_UNITS]; // the working unit's gather serves forward: keep its hpZ slice
-    uint8_t* packets[ZERO_WORKING_UNITS]; // device, qwZ: N packets of one unit per parameter working unit
-    bf16* secondary;                     // device, hpZ: unit u's slice group_rank of K at units[u].offset / K
-    int* secondary_ready;                // host, per unit: a forward gather has filled its slice
-    uint8_t *send, *recv;                // device, qgZ: N packets each (phase 1: G x H, phase 2: H)
-    float *grads32, *partial, *result;   // device, qgZ: the unit in fp32, H partial chunks, this rank's sum (S each)
-    size_t bytes_buffers, bytes_secondary;
-} ZeroPP;
-
 // y (+)= x, n fp32 elements: qgZ's own partial into the sum, the sum into the gradient shard. The
 // CPU twin is zero/zeropp/zeropp.h's loop `result[i] += own[i]` (and grad_accum.cuh's fp32 addition).
 __global__ void zero_pp_add_kernel(float* y, const float* x, size_t n) {
@@ -161,6 +143,20 @@ static void zero_pp_abort_comms(ZeroEngine* z) {
 // The model says which pass the gathers from now on serve (zero/zeropp/zeropp.h's zero_pp_pass).
 static void zero_pp_pass(ZeroEngine* z, int backward) { if (z->pp) z->pp->backward = backward; }
 
+// Stage 3: w's gather is queued on the comm stream (plain or qwZ): a forward gather copies this
+// rank's 1/K slice of the unit into the hpZ secondary behind it; then w->op.done (again).
+static void zero_pp_device_gathered(ZeroEngine* z, ZeroWorkingUnit* w) {
+    ZeroPP* pp = z->pp;
+    if (pp != NULL && pp->hp > 1 && pp->forward_gather[w - z->param_work]) {
+        const ParamUnit* u = &z->layout->units[w->unit];
+        size_t part = u->padded_numel / (size_t)pp->hp;
+        CUDA_CHECK(cudaMemcpyAsync(pp->secondary + u->offset / (size_t)pp->hp, w->data + (size_t)pp->group_rank * part,
+                                   part * sizeof(bf16), cudaMemcpyDeviceToDevice, z->gpu.comm));
+        pp->secondary_ready[w->unit] = 1;
+    }
+    CUDA_CHECK(cudaEventRecord(w->op.done, z->gpu.comm));
+}
+
 /*
  * Stage 3: gather `unit` into working unit w the ZeRO++ way (the caller made the comm stream
  * wait for w's last reader); returns 0 when ZeRO++ does not apply (the plain bf16 all-gather
@@ -212,20 +208,6 @@ static int zero_pp_device_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int un
     zero_pp_device_gathered(z, w); // records w->op.done
     zero_trace_device_collective_end(z, traced, ZERO_OP_ALL_GATHER, unit, sent, what);
     return 1;
-}
-
-// Stage 3: w's gather is queued on the comm stream (plain or qwZ): a forward gather copies this
-// rank's 1/K slice of the unit into the hpZ secondary behind it; then w->op.done (again).
-static void zero_pp_device_gathered(ZeroEngine* z, ZeroWorkingUnit* w) {
-    ZeroPP* pp = z->pp;
-    if (pp != NULL && pp->hp > 1 && pp->forward_gather[w - z->param_work]) {
-        const ParamUnit* u = &z->layout->units[w->unit];
-        size_t part = u->padded_numel / (size_t)pp->hp;
-        CUDA_CHECK(cudaMemcpyAsync(pp->secondary + u->offset / (size_t)pp->hp, w->data + (size_t)pp->group_rank * part,
-                                   part * sizeof(bf16), cudaMemcpyDeviceToDevice, z->gpu.comm));
-        pp->secondary_ready[w->unit] = 1;
-    }
-    CUDA_CHECK(cudaEventRecord(w->op.done, z->gpu.comm));
 }
 
 #if !ZERO_COMM_MPI
