@@ -2,10 +2,18 @@
 #   make train_gpt2 test_gpt2     CPU build
 #   make test                     build and run every test group (tests/run_all.sh)
 #   ZERO_STAGE=0|1|2|3            compile-time ZeRO stage (default 0)
+#   ZERO_EXT=all|none             none: the lesson build, the ZeRO core without its extensions (train_gpt2)
 #   NO_USE_MPI=auto|0|1           1: build without Open MPI (one process, zero/cluster/mpi_single.h);
 #                                 auto (default): 1 where no working mpicc is found
 CC ?= gcc
 ZERO_STAGE ?= 0
+# ZERO_EXT=all|none: none is the lesson build of train_gpt2, the ZeRO core alone (zero/no_extensions.h
+# instead of the offload, ZeRO++, trace and tied-rows folders); their flags then give one error line.
+ZERO_EXT ?= all
+ifeq ($(filter all none,$(ZERO_EXT)),)
+$(error ZERO_EXT=$(ZERO_EXT): expected all (the default) or none (the core alone))
+endif
+EXT_CFLAGS = $(if $(filter none,$(ZERO_EXT)),-DZERO_EXT=0)
 CFLAGS ?= -O3 -march=native -ffp-contract=fast -fno-math-errno
 CFLAGS += -std=gnu11 -Wall -Wextra -Wno-unused-parameter -Wno-unused-function -fopenmp -DZERO_STAGE=$(ZERO_STAGE) -I.
 # BLAS (cpu/blas.h; measurements in README "Benchmark (CPU)", dev/bench/blas_candidates.sh):
@@ -90,16 +98,16 @@ CFLAGS += -DZERO_SOURCE_HASH=\"$(ZERO_SOURCE_HASH)\"
 all: train_gpt2 test_gpt2 plan_gpt2
 
 train_gpt2: train_gpt2.c $(CPU_HEADERS)
-	$(MPI_CC) $(CFLAGS) $< -o $@ $(LDLIBS)
+	$(MPI_CC) $(CFLAGS) $(EXT_CFLAGS) $< -o $@ $(LDLIBS)
 # The planner (plan/plan.h): its own binary; the trainers' --plan runs it (train/plan_exec.h).
 # One binary plans either build's layout (the machine picks: h100/h200 the GPU build's).
 plan_gpt2: plan/plan_gpt2.c train_gpt2.c $(CPU_HEADERS)
 	$(MPI_CC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=0 $< -o $@ $(LDLIBS)
 # `make train_gpt2 ZERO_STAGE=k` must rebuild when k changes: the stage is recorded in a stamp,
-# and so is the MPI choice (with or without Open MPI).
+# and so are the MPI choice (with or without Open MPI) and ZERO_EXT.
 train_gpt2 test_gpt2: $(BUILD)/zero_stage_stamp
 $(BUILD)/zero_stage_stamp: FORCE
-	@mkdir -p $(BUILD); echo '$(ZERO_STAGE) NO_USE_MPI=$(CPU_NO_MPI)' | cmp -s - $@ || echo '$(ZERO_STAGE) NO_USE_MPI=$(CPU_NO_MPI)' > $@
+	@mkdir -p $(BUILD); echo '$(ZERO_STAGE) NO_USE_MPI=$(CPU_NO_MPI) ZERO_EXT=$(ZERO_EXT)' | cmp -s - $@ || echo '$(ZERO_STAGE) NO_USE_MPI=$(CPU_NO_MPI) ZERO_EXT=$(ZERO_EXT)' > $@
 .PHONY: FORCE
 FORCE:
 
@@ -123,6 +131,12 @@ $(BUILD)/mpicoll/train_gpt2_z%: train_gpt2.c $(CPU_HEADERS)
 $(BUILD)/noprogress/train_gpt2_z%: train_gpt2.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)/noprogress
 	$(MPI_CC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=$* -DZERO_PROGRESS_THREAD=0 $< -o $@ $(LDLIBS)
+# The lesson build per stage (ZERO_EXT=0, zero/no_extensions.h): build/lesson/train_gpt2_z0 .. z3
+# (tests/t_05_lesson.sh runs them against the default build).
+$(BUILD)/lesson/train_gpt2_z%: train_gpt2.c $(CPU_HEADERS)
+	@mkdir -p $(BUILD)/lesson
+	$(MPI_CC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=$* -DZERO_EXT=0 $< -o $@ $(LDLIBS)
+lesson_binaries: $(BUILD)/lesson/train_gpt2_z0 $(BUILD)/lesson/train_gpt2_z1 $(BUILD)/lesson/train_gpt2_z2 $(BUILD)/lesson/train_gpt2_z3
 test: zero_binaries nompi_binaries
 
 test_gpt2: test_gpt2.c train_gpt2.c $(CPU_HEADERS)

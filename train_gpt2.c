@@ -574,7 +574,8 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     size_t psi = model->layout.padded_numel;
     int threads = omp_get_max_threads();
     char gns_fields[256], batch_fields[512], init_text[8192], offload_fields[512];
-    printf("GPT-2 CPU trainer | ZeRO stage %d | world size %d | threads per rank %d\n", ZERO_STAGE, world_size, threads);
+    printf("GPT-2 CPU trainer%s | ZeRO stage %d | world size %d | threads per rank %d\n",
+           ZERO_EXT ? "" : " (the ZeRO core alone: built with ZERO_EXT=none)", ZERO_STAGE, world_size, threads);
     blas_print_report(stdout); // library, version, kernel; a warning when it runs a generic kernel
     // Ranks on one machine share its cores: more threads than cores in total slows every rank.
     const char* local_size = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -590,7 +591,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
            B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args->learning_rate,
            args->lr_schedule, args->warmup_steps, args->final_lr_fraction);
     batch_schedule_print_setup(batch);
-    if (z->pp) {
+    if (zero_pp_on(z)) {
         char pp_fields[768];
         logger_record(logger, "zeropp_config", "%s", zero_pp_config_fields(z, grad_accum_steps, pp_fields, sizeof(pp_fields)));
     }
@@ -737,7 +738,7 @@ int main(int argc, char** argv) {
         StepReport report = {step + 1, max_steps, train_loss, lr, grad_norm, seconds, comm_wait_ms, tokens_per_s,
                              sent, tokens_seen, total_batch_tokens, eta, z};
         report_train_step(&report, &gns, &logger, rank == 0);
-        if (z->pp) report_zeropp_step(z, step + 1, grad_accum_steps, &logger, rank == 0);
+        if (zero_pp_on(z)) report_zeropp_step(z, step + 1, grad_accum_steps, &logger, rank == 0);
         if (!isfinite(train_loss) || !isfinite(grad_norm)) {
             // Every rank sees the same (all-reduced) values, so every rank stops here.
             if (rank == 0)

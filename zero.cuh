@@ -1,60 +1,44 @@
 /*
  * zero.cuh: the data-parallel engine, ZeRO stages 0-3 over one flat parameter buffer; the one
- * header the trainers include. Its parts live in zero/, one concern a file, included below in
- * this order (each needs only the ones above it):
+ * header the trainers include, and the map of zero/.
  *
- *   zero/cluster/mpi_single.h   without Open MPI only (ZERO_NO_MPI): <mpi.h>'s calls for one process
- *   zero/layout.h       shard layout and the formulas of docs/design.md "Stages" (bytes per rank, elements sent)
- *   zero/offload/nvme_io.h      asynchronous file I/O for the NVMe placement (io_uring or worker threads)
- *   zero/offload/offload_state.h offload's state (placement, NVMe regions, staging slots): ZeroEngine.offload
- *   zero/zeropp/zeropp_state.h ZeRO++'s state (flags, groups, packets, secondary shard): ZeroEngine.pp
- *   zero/gpu/device_state.h GPU build: the GPU engine's state (streams, fp32 grads, master, NCCL): ZeroEngine.gpu
- *   zero/engine.h       the engine's state: ZeroOp, ZeroWorkingUnit, the ring queue, the tied rows,
- *                       the GNS norms, ZeroEngine (its own fields; each extension's state one field)
- *   zero/hooks.h        the one place the core calls an extension (trace, offload, ZeRO++, tied rows,
- *                       cluster); ZERO_EXT=0 (the lesson build) makes every hook empty
- *   zero/backend.h      the functions both engines (CPU, GPU) implement, declared once
- *   zero/comm_mpi.h     MPI_CHECK, the clock, how the ranks end (stop, abort) and the clean-ups then
- *   zero/cluster/launcher.h     what the launcher's environment says (tasks, rank, local rank, GPU): before MPI
- *   zero/cluster/cluster.h      this rank, its host, every rank's host; what it is waiting for now
- *   zero/cluster/startup_watchdog.h MPI_Init and NCCL's init bounded by -wt (a timer, before MPI)
- *   zero/comm_ring.h    the unit collectives as rings over MPI point-to-point (bytes = formula)
- *   zero/progress_cpu.h CPU build: a thread that keeps MPI collectives moving while the model computes
- *   zero/comm.h         a collective's begin, test and wait (-wt); the unit collectives, scalars, barriers
- *   zero/cluster/faults.h       each rank's line when the job ends under it; the lost-host check
- *   zero/cluster/handshake.h    start-up across hosts, bounded by -wt: fingerprint, agreement, broadcasts
- *   zero/cluster/run_lock.h     one output dir, one run: the lock
- *   zero/cluster/process.h      starting the ranks: MPI_Init, the launcher's word checked, the fault handlers
- *   zero/trace/trace.h        the per-rank timeline of chosen steps (-tr): Chrome trace-event JSON
- *   zero/work_units.h   owned slices and the working-unit policy both engines share
- *   zero/engine_cpu.h   the CPU engine (fp32): what train_gpt2.c calls
- *   zero/optimizer_cpu.h the CPU engine's optimizer step on the owned slices (norm, clipping, AdamW)
- *   zero/accounting.h   bytes allocated and elements sent, printed beside the formulas
- *   zero/offload/offload.h      ZeRO-Offload / ZeRO-Infinity: optimizer state and parameter shard on the
- *                       host or on NVMe (-zo, -zp, -zd), their file regions, staging, the NVMe stream
- *   zero/offload/offload_accounting.h offload's bytes per rank and per step (NVMe, host<->device), printed
- *                       beside the formulas
- *   zero/zeropp/zeropp.h       ZeRO++ (CPU build; flags and formulas for both): int8 forward all-gather
- *                       (qwZ), secondary shard for backward within a host (hpZ), int4 two-level
- *                       gradient all-to-all (qgZ)
- *   zero/tied_rows/tied_rows_cpu.h CPU stages 0, 1: wte's units reduced after the LM head, the encoder's rows all-gathered
- *   zero/gpu/comm_gpu.cuh   GPU build: ranks and devices, timed waits, collectives on the comm stream
- *   zero/offload/offload_gpu.cuh GPU build: -zo/-zp cpu|nvme, gradients down and AdamW on the host, parameters up
- *   zero/zeropp/zeropp_gpu.cuh GPU build: ZeRO++ qwZ, hpZ (secondary shard, group all-gather on a split
- *                       communicator), qgZ (grouped ncclSend/ncclRecv of int4/int8 codes)
- *   zero/gpu/engine_gpu.cuh the GPU engine (bf16 params and grads, fp32 master and Adam state)
- *   zero/gpu/optimizer_gpu.cuh the GPU optimizer step: fp32 gradient norm, clipping on the device,
- *                       one AdamW launch, results read back asynchronously (two steps in flight)
- *   zero/reshard/reshard.h resume at another world size: each rank reads the old state files its slice overlaps
- *   zero/checkpoint.h   checkpoint save and resume over either engine (the model's source: train/model_source.h)
+ * The core (the lesson: the files at the top of zero/), included below in this order, each
+ * needing only those above:
+ *   zero/layout.h        units, shards and the formulas of docs/design.md "Stages" (bytes, elements sent)
+ *   zero/engine.h        the state: ZeroOp (a collective in flight), ZeroWorkingUnit, ZeroEngine
+ *   zero/hooks.h         the one place the core calls an extension (every hook empty when ZERO_EXT=0)
+ *   zero/backend.h       the functions both engines (CPU, GPU) implement, declared once
+ *   zero/comm_mpi.h      MPI_CHECK, the clock, how the ranks stop or abort and the clean-ups then
+ *   zero/comm_ring.h     the unit collectives as rings over MPI point-to-point (bytes = formula)
+ *   zero/progress_cpu.h  CPU: a thread that moves the rings on while the model computes
+ *   zero/comm.h          a collective's begin, test and wait (-wt); scalars, barriers
+ *   zero/work_units.h    owned slices and the working-unit policy both engines share
+ *   zero/engine_cpu.h    the CPU engine (fp32): what train_gpt2.c calls, where the collectives start
+ *   zero/optimizer_cpu.h the optimizer step on the owned slices (norm, clipping, AdamW)
+ *   zero/accounting.h    bytes allocated and elements sent, printed beside the formulas
+ *   zero/checkpoint.h    checkpoint save and resume over either engine
+ *   zero/no_extensions.h the lesson build only: what the trainers call of the extensions, doing nothing
  *
+ * Extensions, one folder each; a reader of the core may skip them all (zero/hooks.h names where
+ * each steps in). Those marked * are left out of the lesson build (make train_gpt2 ZERO_EXT=none):
+ *   zero/cluster/    process life across hosts: the launcher's word, MPI_Init bounded by -wt, the
+ *                    start-up handshake, each rank's line when a host is lost, the run lock;
+ *                    mpi_single.h stands in for Open MPI in a build without it (one process)
+ *   zero/reshard/    resume at another world size (checkpoint.h calls it)
+ *   zero/offload/ *  ZeRO-Offload / ZeRO-Infinity (-zo, -zp, -zd): state on the host or NVMe, the
+ *                    file I/O (nvme_io.h), its accounting; offload_gpu.cuh for the GPU build
+ *   zero/zeropp/  *  ZeRO++ (-qw, -qg, -hp): int8 weight gathers, secondary shard, int4 gradients
+ *   zero/tied_rows/ * CPU stages 0, 1 with N > 1: wte's rows reduced right after the LM head
+ *   zero/trace/   *  the per-rank timeline of chosen steps (-tr), Chrome trace-event JSON
+ *   zero/gpu/        the GPU build's engine: device state, NCCL collectives on the comm stream,
+ *                    the engine (bf16 parameters and gradients, fp32 master) and its optimizer
  * Not included: the planner (plan/plan.h, ./plan_gpt2), a model of this engine built on its
  * functions; the trainers' --plan runs its binary (train/plan_exec.h).
  *
  * Where a collective is issued: zero_grads_unit_ready (gradients: all-reduce or reduce-scatter,
  * as backward finishes each unit), zero_param_work_gather (stage 3 all-gather before use) and
  * zero_optimizer_step (stages 1-2 all-gather of updated parameters), in engine_cpu.h and
- * engine_gpu.cuh; the MPI calls themselves in comm.h.
+ * engine_gpu.cuh; the MPI calls themselves in comm.h and comm_ring.h.
  *
  * The engine owns the parameters, gradients and AdamW state and is the only place collectives
  * are issued. The model asks it for a unit's parameters before using them (zero_params_unit) and
@@ -78,11 +62,9 @@
  * (dloss_scale = 1/(B*T*grad_accum_steps)); the collectives sum over ranks and
  * zero_optimizer_step multiplies the reduced gradient by 1/world_size (step 2 there).
  *
- * Compiles as plain C (CPU build) and under nvcc; CUDA-only parts go inside #if ZERO_GPU_BUILD
- * (nvcc, or the CPU emulation of CUDA in dev/emu). The GPU build shares ZeroEngine, the layout,
- * the working-unit policy, accounting, the MPI communication section and the checkpoint code;
- * the engine functions the model calls (zero_params_unit ... zero_optimizer_step) come from
- * zero/gpu/engine_gpu.cuh with the same names and roles.
+ * Plain C (CPU build) and nvcc; CUDA-only parts inside #if ZERO_GPU_BUILD (nvcc, or dev/emu's CPU
+ * emulation of CUDA). The GPU build shares the core but for engine_cpu.h and optimizer_cpu.h, whose
+ * functions zero/gpu/engine_gpu.cuh defines with the same names and roles.
  */
 #ifndef ZERO_CUH
 #define ZERO_CUH
@@ -130,6 +112,9 @@
 #ifndef ZERO_STAGE
 #define ZERO_STAGE 0
 #endif
+#ifndef ZERO_EXT
+#define ZERO_EXT 1 // 0: the lesson build (make train_gpt2 ZERO_EXT=none): the core alone, zero/no_extensions.h
+#endif
 #if ZERO_STAGE < 0 || ZERO_STAGE > 3
 #error "ZERO_STAGE must be 0, 1, 2 or 3"
 #endif
@@ -157,9 +142,11 @@ typedef float ZeroFloat;
 #endif
 
 #include "zero/layout.h"
+#if ZERO_EXT
 #include "zero/offload/nvme_io.h"
 #include "zero/offload/offload_state.h"
 #include "zero/zeropp/zeropp_state.h"
+#endif
 #if ZERO_GPU_BUILD
 #include "zero/gpu/device_state.h"
 #endif
@@ -177,15 +164,21 @@ typedef float ZeroFloat;
 #include "zero/cluster/handshake.h"
 #include "zero/cluster/run_lock.h"
 #include "zero/cluster/process.h"
+#if ZERO_EXT
 #include "zero/trace/trace.h"
+#endif
 #include "zero/work_units.h"
 #include "zero/engine_cpu.h"
 #include "zero/optimizer_cpu.h"
 #include "zero/accounting.h"
+#if ZERO_EXT
 #include "zero/offload/offload.h"
 #include "zero/offload/offload_accounting.h"
 #include "zero/zeropp/zeropp.h"
 #include "zero/tied_rows/tied_rows_cpu.h"
+#else
+#include "zero/no_extensions.h"
+#endif
 #if ZERO_GPU_BUILD
 #include "zero/gpu/comm_gpu.cuh"
 #include "zero/offload/offload_gpu.cuh"

@@ -13,14 +13,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 started=$(date +%s)
-# What the quick groups run (t_05, t_10, t_20, t_30_zero_1/2, t_40): 9 of the 14 unit tests.
+# What the quick groups run (t_05, t_10, t_20, t_30_zero_1/2/6, t_40): 9 of the 14 unit tests.
 QUICK_UNIT_TESTS=(build/test_core build/test_cpu_ops build/test_dataloader build/test_dataloader_badinput
                   build/test_reference_state build/test_zero_layout build/test_zero_state build/test_launcher build/test_gns)
 if [ "${1:-}" = quick ]; then targets=("${QUICK_UNIT_TESTS[@]}"); else targets=(unit_tests); fi
 # The planner's own binary where the Makefile has it (t_04, t_35, t_66 run it; t_04 and t_66 would
 # each build it if missing, and may run side by side).
 make -n plan_gpt2 >/dev/null 2>&1 && targets+=(plan_gpt2)
-make -s -j2 train_gpt2 test_gpt2 zero_binaries "${targets[@]}" || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
+make -s -j2 train_gpt2 test_gpt2 zero_binaries lesson_binaries "${targets[@]}" || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 if [ $# -eq 0 ]; then
     # The rest of what groups build (t_12 nompi_binaries; t_38, t_65, t_66, t_67, t_75_cluster_4 the
     # emulated CUDA build): built here so that no two groups run one rule at the same time.

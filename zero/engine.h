@@ -66,7 +66,6 @@ typedef struct {
 #endif
 } ZeroWorkingUnit;
 
-
 // Ring collectives (zero/comm_ring.h): the queue (one ring in flight at a time) and its receive
 // buffer, one chunk of the largest ring.
 typedef struct {
@@ -118,6 +117,14 @@ typedef struct {
     double grad_norm_sq;            // the reduced global gradient's, before clipping (zero_optimizer_step)
 } ZeroGNSNorms;
 
+// Where -zo, -zp and -zd ask the state to live (train/train_setup.h fills it; zero_init_placed takes
+// it): 0 = in RAM, else the offload extension's placement (zero/offload/offload_state.h's
+// ZeroPlacement) and the NVMe directory. The lesson build (ZERO_EXT=0) accepts only 0.
+typedef struct {
+    int optimizer, params;
+    const char* dir;
+} ZeroOffloadArgs;
+
 typedef struct {
     const ParamLayout* layout;
     int rank, world_size;
@@ -139,7 +146,9 @@ typedef struct {
 #if ZERO_GPU_BUILD
     ZeroDevice gpu;                    // the GPU engine's state (zero/gpu/device_state.h)
 #endif
+#if ZERO_EXT
     ZeroOffload offload;               // -zo, -zp (zero/offload/offload.h)
+#endif
     ZeroRingQueue ring;  // the ring collectives' queue (zero/comm_ring.h)
     // Accounting
     size_t bytes_params, bytes_grads, bytes_optimizer, bytes_working, bytes_ring; // the state's size, wherever it lives
@@ -147,7 +156,9 @@ typedef struct {
     int scalar_all_reduces_step;
     double comm_wait_s_step, comm_wait_s_total;        // exposed: time spent waiting
     ZeroGNSNorms gns;    // the gradient noise scale meter's squared norms (below)
+#if ZERO_EXT
     ZeroPP* pp;          // ZeRO++ (zero/zeropp/zeropp_state.h): qwZ, hpZ, qgZ; NULL when off
+#endif
 } ZeroEngine;
 
 static void* zero_calloc(size_t n, size_t elem, const char* what) {

@@ -5,9 +5,9 @@
  * of ZeroEngine. A reader of the core may skip every folder below zero/ and read these lines as
  * "here an extension may step in".
  *
- * ZERO_EXT (1 by default; 0 in the lesson build, `make train_gpt2 ZERO_EXT=none`): with 0 the
- * extension folders are not compiled and each hook below is an empty function, so the core
- * builds and runs alone (stages 0-3, rings overlapped with backward, accumulation, checkpoints,
+ * ZERO_EXT (zero.cuh; 1 by default, 0 in the lesson build `make train_gpt2 ZERO_EXT=none`): with 0
+ * the extension folders are not compiled, each hook below is an empty function and
+ * zero/no_extensions.h stands in for what the trainers call, so the core builds and runs alone (stages 0-3, rings overlapped with backward, accumulation, checkpoints,
  * the GNS meter, the handshake).
  *
  * Needs: zero/engine.h (ZeroEngine, ZeroOp, ZeroWorkingUnit). Definitions: in each extension's
@@ -19,9 +19,6 @@
 #error "include zero.cuh, not this file"
 #endif
 
-#ifndef ZERO_EXT
-#define ZERO_EXT 1
-#endif
 #if !ZERO_EXT && ZERO_GPU_BUILD
 #error "ZERO_EXT=0 (the lesson build) is the CPU build's; the GPU build keeps its extensions"
 #endif
@@ -36,20 +33,12 @@
 // ---- trace (zero/trace/): a collective's begin and end on the per-rank timeline ----
 // zero/comm.h, zero/comm_ring.h: a host collective's issue, its completion (first seen, any
 // thread), the wait on it; each engine's zero_step_begin: a step starts. In zero/trace/trace.h.
-#if ZERO_EXT
-static void zero_trace_issue(const ZeroOp* op, long long elements);
-static void zero_trace_done(const ZeroOp* op);
-static void zero_trace_wait(const ZeroOp* op, double begin, double end);
-static void zero_trace_step_begin(ZeroEngine* z, int step);
-#else
-static inline void zero_trace_issue(const ZeroOp* op, long long elements) { (void)op; (void)elements; }
-static inline void zero_trace_done(const ZeroOp* op) { (void)op; }
-static inline void zero_trace_wait(const ZeroOp* op, double begin, double end) { (void)op; (void)begin; (void)end; }
-static inline void zero_trace_step_begin(ZeroEngine* z, int step) { (void)z; (void)step; }
-#endif
+static void zero_trace_issue(const ZeroOp* op, long long elements) ZERO_HOOK(return;)
+static void zero_trace_done(const ZeroOp* op) ZERO_HOOK(return;)
+static void zero_trace_wait(const ZeroOp* op, double begin, double end) ZERO_HOOK(return;)
+static void zero_trace_step_begin(ZeroEngine* z, int step) ZERO_HOOK(return;)
 
-// ---- cluster robustness (zero/cluster/): what process life registers to run on abort ----
-// None: each registers its clean-up as it sets it up (zero/comm_mpi.h's zero_at_stop, zero_at_abort).
+// ---- cluster robustness (zero/cluster/): none; each part registers its clean-up (comm_mpi.h's zero_at_abort) ----
 
 // ---- offload and NVMe (zero/offload/offload.h; the accounting line: offload_accounting.h, GPU offload_gpu.cuh) ----
 // Where a buffer lives (RAM, or -zo/-zp nvme: the offload file); a unit's slice to and from the

@@ -159,7 +159,8 @@ static void zero_fingerprint_add_build(ZeroFingerprint* fp) {
     zero_fingerprint_add(fp, "build", "GPU (%s)", ZERO_COMM_MPI ? "host-staged MPI" : "NCCL");
     zero_fingerprint_add(fp, "dtype", "bf16 parameters and gradients, fp32 master weights");
 #else
-    zero_fingerprint_add(fp, "build", "CPU (MPI, %s)", ZERO_RING ? "ring collectives" : "MPI's collectives");
+    zero_fingerprint_add(fp, "build", "CPU (MPI, %s%s)", ZERO_RING ? "ring collectives" : "MPI's collectives",
+                         ZERO_EXT ? "" : ", the core alone: ZERO_EXT=none");
     zero_fingerprint_add(fp, "dtype", "fp32");
 #endif
     zero_fingerprint_add(fp, "version", "handshake %d, sources %s", ZERO_HANDSHAKE_VERSION, ZERO_SOURCE_HASH);

@@ -15,12 +15,6 @@
 typedef enum { ZERO_PLACE_NONE, ZERO_PLACE_CPU, ZERO_PLACE_NVME } ZeroPlacement;
 static const char* const zero_placement_names[] = {"none", "cpu", "nvme"};
 
-// What -zo, -zp and -zd ask for (common/args.h): ZeroPlacement values and the NVMe directory.
-typedef struct {
-    int optimizer, params;
-    const char* dir;
-} ZeroOffloadArgs;
-
 // The regions of a unit's offloaded state, in file (and staging) order.
 typedef enum { ZERO_REGION_PARAMS, ZERO_REGION_MASTER, ZERO_REGION_M, ZERO_REGION_V, ZERO_NUM_REGIONS } ZeroRegion;
 static const char* const zero_region_names[ZERO_NUM_REGIONS] = {"parameters", "master weights", "Adam m", "Adam v"};

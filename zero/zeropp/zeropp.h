@@ -324,6 +324,7 @@ static void zero_pp_free(ZeroEngine* z) {
  * to 1 before forward's last LM-head chunk prefetches backward's first wte unit.
  */
 static void zero_pp_pass(ZeroEngine* z, int backward) { if (z->pp) z->pp->backward = backward; }
+static int zero_pp_on(const ZeroEngine* z) { return z->pp != NULL; } // any of -qw, -qg, -hp
 
 // Packet of S elements at `packet` (words) <-> floats.
 static void zero_pp_pack(float* packet, const float* x, size_t S, int bits, int block) {
