@@ -8,12 +8,34 @@ check_fails() {
     if [ "$rc" -eq 1 ] && grep -q -- "$pattern" <<<"$out"; then echo "PASS $name"
     else echo "FAIL $name: exit $rc, wanted 1 and '$pattern'; got: $(tail -2 <<<"$out" | tr '\n' ' ')"; fi
 }
-# ensure_tinyshakespeare: make data/tinyshakespeare/ shards from the local copies in ../shared/data
-# (or SHARED_DATA=dir) if they are not there yet.
+# shared_data: the directory of local data copies: $SHARED_DATA, else shared/data beside the
+# repository root (found from this file, whatever the working directory), as an absolute path.
+shared_data() {
+    if [ -n "${SHARED_DATA:-}" ]; then echo "$SHARED_DATA"
+    else echo "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/shared/data"; fi
+}
+# check_shared_data REL...: 0 if every REL (a path under $(shared_data)) is a file; else prints one
+# line naming the first missing file and SHARED_DATA (t_20_data's and run_tinyshakespeare's
+# wording), and returns 1. Callers put the line after "FAIL name: ".
+check_shared_data() {
+    local dir rel; dir=$(shared_data)
+    for rel in "$@"; do
+        [ -f "$dir/$rel" ] && continue
+        echo "$dir/$rel missing; expected SHARED_DATA=dir holding tinyshakespeare/input.txt and gpt2/{encoder.json,vocab.bpe} (README: Run it)"
+        return 1
+    done
+}
+# ensure_tinyshakespeare: make data/tinyshakespeare/ shards from the local copies in
+# $(shared_data) if they are not there yet. On failure prints one line (the missing file and
+# SHARED_DATA, or what data/tinyshakespeare.py said) and returns 1; a group says it once:
+#   why=$(ensure_tinyshakespeare) || { echo "FAIL tinyshakespeare_data: $why"; exit 1; }
 ensure_tinyshakespeare() {
     [ -f data/tinyshakespeare/tiny_shakespeare_train.bin ] && return 0
-    local shared=${SHARED_DATA:-../shared/data}
-    python3 data/tinyshakespeare.py --text "$shared/tinyshakespeare/input.txt" --bpe-dir "$shared/gpt2" >/dev/null
+    local shared err
+    shared=$(shared_data)
+    check_shared_data tinyshakespeare/input.txt gpt2/encoder.json gpt2/vocab.bpe || return 1
+    err=$(python3 data/tinyshakespeare.py --text "$shared/tinyshakespeare/input.txt" --bpe-dir "$shared/gpt2" 2>&1 >/dev/null) || {
+        echo "data/tinyshakespeare.py: $(tail -1 <<<"$err")"; return 1; }
 }
 # cmp_run_files A B: two checkpoint files written by different runs hold the same bytes but for
 # the run id each run stamps on its files (README "Many nodes"): a model file's header slots

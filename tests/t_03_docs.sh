@@ -7,7 +7,7 @@
 # by checking nothing).
 cd "$(dirname "$0")/.." && source tests/lib.sh
 if [ ! -x ./train_gpt2 ]; then echo "FAIL docs_trainer_built: ./train_gpt2 missing (make train_gpt2)"; exit 1; fi
-ensure_tinyshakespeare || { echo "FAIL docs_data: could not prepare data/tinyshakespeare"; exit 1; }
+why=$(ensure_tinyshakespeare) || { echo "FAIL docs_data: $why"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 # the blocks' mpirun, as root
 python3 tests/docs_check.py
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT

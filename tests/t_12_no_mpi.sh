@@ -13,7 +13,7 @@
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-ensure_tinyshakespeare || { echo "FAIL tinyshakespeare_data: could not prepare data/tinyshakespeare"; exit 1; }
+why=$(ensure_tinyshakespeare) || { echo "FAIL tinyshakespeare_data: $why"; exit 1; }
 log=$(mktemp)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp" "$log"' EXIT

@@ -12,7 +12,7 @@
 cd "$(dirname "$0")/.."
 source tests/lib.sh
 
-SHARED_DATA=${SHARED_DATA:-../shared/data}
+SHARED_DATA=$(shared_data)
 TEXT=$SHARED_DATA/tinyshakespeare/input.txt
 BPE=$SHARED_DATA/gpt2
 # Without the local copies every check below would fail on its own; say once what is missing.

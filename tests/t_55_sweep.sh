@@ -10,7 +10,7 @@
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-ensure_tinyshakespeare || { echo "FAIL tinyshakespeare_data: could not prepare data/tinyshakespeare"; exit 1; }
+why=$(ensure_tinyshakespeare) || { echo "FAIL tinyshakespeare_data: $why"; exit 1; }
 if ! make -s train_gpt2 >/tmp/t_55_make.$$ 2>&1; then
     echo "FAIL sweep_trainer_builds: $(tail -3 /tmp/t_55_make.$$ | tr '\n' ' ')"; rm -f /tmp/t_55_make.$$; exit 1
 fi

@@ -32,11 +32,12 @@
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-ensure_tinyshakespeare || { echo "FAIL tinyshakespeare_data: could not prepare data/tinyshakespeare"; exit 1; }
+why=$(ensure_tinyshakespeare) || { echo "FAIL tinyshakespeare_data: $why"; exit 1; }
 for binary in ./train_gpt2 build/test_greedy_decode; do
     [ -x "$binary" ] || { echo "FAIL $binary: not built (make train_gpt2 unit_tests)"; exit 1; }
 done
-BPE=${SHARED_DATA:-../shared/data}/gpt2
+BPE=$(shared_data)/gpt2
+why=$(check_shared_data gpt2/encoder.json gpt2/vocab.bpe) || { echo "FAIL bpe_files: $why"; exit 1; }
 TRAIN=data/tinyshakespeare/tiny_shakespeare_train.bin
 VAL=data/tinyshakespeare/tiny_shakespeare_val.bin
 tmp=$(mktemp -d /tmp/t_70_hf.XXXXXX)

@@ -23,13 +23,14 @@
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-BPE=${SHARED_DATA:-../shared/data}/gpt2
+BPE=$(shared_data)/gpt2
+why=$(check_shared_data gpt2/encoder.json gpt2/vocab.bpe) || { echo "FAIL bpe_files: $why"; exit 1; }
 tmp=$(mktemp -d /tmp/t_72_pretrain.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 for binary in ./train_gpt2 build/train_gpt2_z1 build/train_gpt2_z3; do
     [ -x "$binary" ] || { echo "FAIL $binary: not built (make train_gpt2 zero_binaries)"; exit 1; }
 done
-ensure_tinyshakespeare || { echo "FAIL tinyshakespeare_data: could not prepare data/tinyshakespeare"; exit 1; }
+why=$(ensure_tinyshakespeare) || { echo "FAIL tinyshakespeare_data: $why"; exit 1; }
 
 # check_error_line NAME PATTERN CMD...: CMD exits 1 with exactly one stderr line in the house
 # format (`error: ...: ...; expected ...`) containing PATTERN.

@@ -19,7 +19,7 @@ parallel=${PARALLEL:-1}
 configs=${CONFIGS:-plain off qw hp qg all}
 off_steps=${OFF_STEPS:-$steps}
 source tests/lib.sh
-ensure_tinyshakespeare || { echo "zeropp_convergence: no tinyshakespeare shards"; exit 1; }
+why=$(ensure_tinyshakespeare) || { echo "zeropp_convergence: no tinyshakespeare shards: $why"; exit 1; }
 make -s build/train_gpt2_z3 >/dev/null || exit 1
 out=${OUT:-$(mktemp -d /tmp/zeropp_conv.XXXXXX)}
 mkdir -p "$out"
