@@ -6,17 +6,17 @@
 #                        build/emu/test_emu_ptx    ... of mma.sync, ldmatrix, cp.async (emu_ptx.h)
 #                        build/emu/test_cublaslt_emu the cuBLASLt model vs a double-precision GEMM
 #                        build/emu/test_kernels    dev/test_kernels.cu (every kernel vs its CPU twin)
-#   make emu_fma_binaries  the contracted flavor (EMU_CONTRACT, dev/emu/emu.h: device code's
-#                        multiply-adds fused as nvcc fuses them, host code's not; needs an FMA CPU):
-#                        build/emu/test_kernels_fma, test_quantize_fma, test_gpt2cu_fma_z0,
-#                        train_gpt2cu_fma_z2
-#                        (any stage: train_gpt2cu_fma_z<S>, test_gpt2cu_fma_z<S>)
 #                        build/emu/test_quantize   dev/test_quantize.cu (ZeRO++ quantize kernels vs twin)
 #                        build/emu/test_gpt2cu_z<S> test_gpt2.cu at ZeRO stage S = 0..3
 #                        build/emu/train_gpt2cu_z<S> train_gpt2.cu at stage S, NCCL (dev/emu/nccl_emu.h:
 #                                                  NCCL's collectives carried by MPI, completing late)
 #                        build/emu/train_gpt2cu_mpi_z2 the host-staged MPI backend (ZERO_COMM=mpi)
 #                        build/emu/train_gpt2cu_nompi_z0 one process without MPI (NO_USE_MPI=1)
+#   make emu_fma_binaries  the contracted flavor (EMU_CONTRACT, dev/emu/emu.h: device code's
+#                        multiply-adds fused as nvcc fuses them, host code's not; needs an FMA CPU):
+#                        build/emu/test_kernels_fma, test_quantize_fma, test_gpt2cu_fma_z0,
+#                        train_gpt2cu_fma_z2
+#                        (any stage: train_gpt2cu_fma_z<S>, test_gpt2cu_fma_z<S>)
 # Needs g++, python3, the CUDA toolkit's headers (not its libraries: no libcudart, libcublasLt
 # or NCCL is linked) and Open MPI's mpicc for flags.
 EMU_BUILD = $(BUILD)/emu
