@@ -1,5 +1,5 @@
 /*
- * zero_checkpoint.h: the training-state files of a sharded checkpoint (one per rank, DeepSpeed-
+ * state_file.h: the training-state files of a sharded checkpoint (one per rank, DeepSpeed-
  * style), their full (consolidated) form, and finding the latest checkpoint. Plain C, no MPI:
  * the trainer and build/zero_consolidate (dev/zero_consolidate.c) share it.
  *
@@ -23,8 +23,8 @@
  * the same step, e.g. left in a node-local dir, is refused on resume).
  * Little-endian int64/fp32, as every machine this runs on.
  */
-#ifndef COMMON_ZERO_CHECKPOINT_H
-#define COMMON_ZERO_CHECKPOINT_H
+#ifndef COMMON_STATE_FILE_H
+#define COMMON_STATE_FILE_H
 #include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
@@ -291,4 +291,4 @@ static int zero_state_world_sizes(const char* dir, int step, int* sizes, int cap
     return count;
 }
 
-#endif // COMMON_ZERO_CHECKPOINT_H
+#endif // COMMON_STATE_FILE_H
