@@ -145,6 +145,9 @@ CUDA_HEADERS = $(wildcard kernels/*.cuh kernels/*.h common/*.h common/*.cuh cpu/
 
 .PHONY: cuda_check test_kernels
 
+# dev/test_kernels.cu and its per-op-family test files (dev/test_kernels/*.cuh), which it includes.
+KERNEL_TEST_SOURCES = dev/test_kernels.cu $(wildcard dev/test_kernels/*.cuh)
+
 train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS) $(CUDNN_DEPS)
 	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) -DZERO_STAGE=$(ZERO_STAGE) $(ZERO_COMM_FLAGS) $(CUDNN_FLAGS) $(CUDA_INC) $(TRAIN_MPI_INC) $< -o $@ $(ZERO_COMM_LDLIBS) $(CUDNN_LIB)
 
@@ -152,7 +155,7 @@ test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS) $(CUDNN_DEPS)
 	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) -DZERO_STAGE=$(ZERO_STAGE) $(ZERO_COMM_FLAGS) $(CUDNN_FLAGS) $(CUDA_INC) $(TRAIN_MPI_INC) $< -o $@ $(ZERO_COMM_LDLIBS) $(CUDNN_LIB)
 
 test_kernels: $(BUILD)/test_kernels
-$(BUILD)/test_kernels: dev/test_kernels.cu $(CUDA_HEADERS) $(CUDNN_DEPS)
+$(BUILD)/test_kernels: $(KERNEL_TEST_SOURCES) $(CUDA_HEADERS) $(CUDNN_DEPS)
 	@mkdir -p $(BUILD)
 	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) $(CUDNN_FLAGS) $(CUDA_INC) $(OPENBLAS_INC) $< -o $@ $(KERNEL_TEST_LDLIBS) $(CUDNN_LIB)
 
@@ -212,7 +215,7 @@ $(CUDA_BUILD)/test_gpt2cu_sm%: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS)
 	@mkdir -p $(CUDA_BUILD)
 	$(NVCC) $(NVCC_BASE) $(call stem_flags,$*) $(CUDA_INC) $(NCCL_INC) $(CUDA_MPI) $< -o $@ $(CUDA_LDLIBS)
 
-$(CUDA_BUILD)/test_kernels_sm%: dev/test_kernels.cu $(CUDA_HEADERS)
+$(CUDA_BUILD)/test_kernels_sm%: $(KERNEL_TEST_SOURCES) $(CUDA_HEADERS)
 	@mkdir -p $(CUDA_BUILD)
 	$(NVCC) $(NVCC_BASE) $(call arch_flags,$*) $(CUDA_INC) $(OPENBLAS_INC) $< -o $@ $(KERNEL_TEST_LDLIBS)
 
@@ -231,6 +234,6 @@ $(CUDA_BUILD)/train_gpt2cu_nompi_cudnn_sm%: train_gpt2.cu $(CUDA_HEADERS) $(CUDN
 	@mkdir -p $(CUDA_BUILD)
 	$(NVCC) $(NVCC_BASE) $(call stem_flags,$*) $(NOMPI_FLAGS) $(cudnn_flags) $(CUDA_INC) $< -o $@ $(CUDA_LDLIBS_NOMPI) $(cudnn_lib)
 
-$(CUDA_BUILD)/test_kernels_cudnn_sm%: dev/test_kernels.cu $(CUDA_HEADERS) $(CUDNN_OBJECT)
+$(CUDA_BUILD)/test_kernels_cudnn_sm%: $(KERNEL_TEST_SOURCES) $(CUDA_HEADERS) $(CUDNN_OBJECT)
 	@mkdir -p $(CUDA_BUILD)
 	$(NVCC) $(NVCC_BASE) $(call arch_flags,$*) $(cudnn_flags) $(CUDA_INC) $(OPENBLAS_INC) $< -o $@ $(KERNEL_TEST_LDLIBS) $(cudnn_lib)

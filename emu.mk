@@ -12,7 +12,7 @@
 #                                                  NCCL's collectives carried by MPI, completing late)
 #                        build/emu/train_gpt2cu_mpi_z2 the host-staged MPI backend (ZERO_COMM=mpi)
 #                        build/emu/train_gpt2cu_nompi_z0 one process without MPI (NO_USE_MPI=1)
-#   make emu_fma_binaries  the contracted flavor (EMU_CONTRACT, dev/emu/emu.h: device code's
+#   make emu_fma_binaries  the contracted flavor (EMU_CONTRACT, dev/emu/emu_device.h: device code's
 #                        multiply-adds fused as nvcc fuses them, host code's not; needs an FMA CPU):
 #                        build/emu/test_kernels_fma, test_quantize_fma, test_gpt2cu_fma_z0,
 #                        train_gpt2cu_fma_z2
@@ -42,7 +42,7 @@ emu_binaries: $(EMU_BINARIES)
 
 # The rewritten copy (kernel<<<...>>> and extern __shared__ made C++); rewrite.py only touches
 # files whose content changed. Every binary depends on this stamp.
-$(EMU_BUILD)/sources.stamp: dev/emu/rewrite.py $(wildcard *.c *.cu *.cuh dev/*.cu dev/emu/*.cu dev/emu/*.h) $(CUDA_HEADERS)
+$(EMU_BUILD)/sources.stamp: dev/emu/rewrite.py $(wildcard *.c *.cu *.cuh dev/*.cu dev/test_kernels/*.cuh dev/emu/*.cu dev/emu/*.h) $(CUDA_HEADERS)
 	@mkdir -p $(EMU_BUILD)
 	python3 dev/emu/rewrite.py $(EMU_SRC)
 	@touch $@
@@ -62,7 +62,7 @@ $(EMU_BUILD)/test_kernels: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -x c++ $(EMU_SRC)/dev/test_kernels.cu -x none -o $@ $(EMU_LDLIBS)
 
 # The contracted flavor: -mfma (FMA instructions; x86-64 since Haswell / Zen), -ffp-contract=off
-# for host code and EMU_CONTRACT=1, which marks __global__ and __device__ functions
+# for host code and EMU_CONTRACT=1 (dev/emu/emu_device.h), which marks __global__ and __device__ functions
 # fp-contract=fast: device multiply-adds fuse as nvcc's do, the CPU twins and host code stay
 # unfused as in the CUDA build's host compile. Run with EMU_DEVICE_MATH=1 it is the emulation
 # closest to the device (t_65, t_67). Only built where the CPU has FMA (the tests ask).

@@ -69,7 +69,7 @@ for seed in 1 2; do run_tests emu_kernels_seed$seed "emu_seed${seed}_" env EMU_S
 run_tests emu_kernels_unfused "emu_unfused_" env EMU_CUBLASLT_NO_FUSED=1 build/emu/test_kernels
 for stage in 0 1 2 3; do run_tests emu_test_gpt2cu_z$stage "emu_z${stage}_" build/emu/test_gpt2cu_z$stage; done
 unset EMU_LAUNCH_LOG
-# Closer to the device: EMU_DEVICE_MATH=1 (dev/emu/emu.h: __expf, __logf, __fdividef and rsqrtf
+# Closer to the device: EMU_DEVICE_MATH=1 (dev/emu/emu_device.h: __expf, __logf, __fdividef and rsqrtf
 # err by up to the CUDA Programming Guide's maximum errors, tensor-core products accumulate in
 # fp32) in the contracted flavor (emu.mk EMU_CONTRACT: device code's multiply-adds fused as nvcc
 # fuses them, host code's and the CPU twins' not, as in the CUDA build): test_kernels (its

@@ -40,7 +40,7 @@ ET=$(mktemp -d /tmp/t67_offload_gpu.XXXXXX)
 trap 'rm -rf "$ET"' EXIT
 mkdir -p "$ET/nvme"
 python3 tests/markov_shards.py "$ET" 1000 20000 4000 7
-# EMU_DEVICE_MATH=1 (dev/emu/emu.h): intrinsics with the device's documented errors and fp32
+# EMU_DEVICE_MATH=1 (dev/emu/emu_device.h): intrinsics with the device's documented errors and fp32
 # tensor-core accumulation, as on a GPU; the offloaded and in-memory runs must still agree exactly
 # (the optimizer's arithmetic does not depend on where it runs).
 export OMP_NUM_THREADS=1 EMU_DEVICE_COUNT=2 EMU_LAZY=1 EMU_DEVICE_MATH=1

@@ -68,7 +68,7 @@
 #include <string.h>
 #include <vector>
 
-// EMU_DEVICE_MATH=1 (as dev/emu/emu.h reads it): each dot product accumulates in fp32, as the
+// EMU_DEVICE_MATH=1 (as dev/emu/emu_device.h reads it): each dot product accumulates in fp32, as the
 // tensor cores do, in k order (one rounding per product added), instead of in double.
 static bool cublaslt_emu_fp32_accumulate(void) {
     const char* e = getenv("EMU_DEVICE_MATH");

@@ -6,7 +6,7 @@
  * 9.7.14.5.8 (mma.m16n8k16 fragments), 9.7.14.5.15 (ldmatrix), 9.7.9.25 (cp.async).
  *
  * Warp collectives (mma, ldmatrix): each lane deposits its operands in a per-warp exchange slot
- * and meets the others at a warp barrier (emu.h's warp_barrier, the one behind the shuffles);
+ * and meets the others at a warp barrier (emu_fibers.h's warp_barrier, the one behind the shuffles);
  * then each lane computes its own result from the other lanes' slots, element by element, using
  * the documented thread-to-element layout. So a kernel that feeds fragments in another layout
  * gets wrong numbers here as on the GPU. Strict where the GPU is undefined (.sync.aligned):
@@ -16,7 +16,7 @@
  *   - ldmatrix row addresses must be 16-byte aligned and in shared memory.
  * mma accumulates the 16 products and C in double and rounds once to fp32 (the GPU's internal
  * order and precision are not documented; bf16 products are exact in fp32); with
- * EMU_DEVICE_MATH=1 (emu.h) in fp32, rounding after each product, which errs more than a GPU.
+ * EMU_DEVICE_MATH=1 (emu_device.h) in fp32, rounding after each product, which errs more than a GPU.
  *
  * cp.async (per thread, as in PTX): a copy joins the thread's open group; commit closes it;
  * wait<N> completes all but the N most recent committed groups, oldest first. The copy reads
@@ -90,7 +90,7 @@ static bool in_shared_memory(const void* p, size_t bytes) {
     uintptr_t a = (uintptr_t)p;
     uintptr_t d = (uintptr_t)state.dynamic_smem;
     if (state.dynamic_smem != NULL && a >= d && a + bytes <= d + state.dynamic_smem_span) return true;
-    // static __shared__ arrays: the emu_shared section (emu.h)
+    // static __shared__ arrays: the emu_shared section (emu_device.h)
     return __start_emu_shared != NULL && a >= (uintptr_t)__start_emu_shared && a + bytes <= (uintptr_t)__stop_emu_shared;
 }
 
@@ -112,7 +112,7 @@ static std::vector<AsyncCopyThread>& async_threads(void) {
     return threads;
 }
 
-// Called by emu.h when a fiber returns: no copy may still be pending.
+// Called by emu_fibers.h when a fiber returns: no copy may still be pending.
 static void async_copy_thread_exit(void) {
     auto& all = async_threads();
     size_t id = (size_t)(state.current - state.threads.data());
