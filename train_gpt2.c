@@ -617,8 +617,8 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
                   z->bytes_params, z->bytes_grads, z->bytes_optimizer, z->bytes_working, z->bytes_ring, model->act_bytes,
                   zero_state_bytes_formula(ZERO_STAGE, psi, world_size), zero_state_bytes_formula_text[ZERO_STAGE],
                   zero_elements_sent_formula(ZERO_STAGE, psi, world_size, grad_accum_steps, zero_embedding_numel(&model->layout),
-                                             z->tied.tied_block_numel),
-                  zero_elements_sent_text(ZERO_STAGE, z->tied.tied_block_numel), zero_offload_config_fields(z, grad_accum_steps, offload_fields, sizeof(offload_fields)),
+                                             zero_hook_tied_block_numel(z)),
+                  zero_elements_sent_text(ZERO_STAGE, zero_hook_tied_block_numel(z)), zero_offload_config_fields(z, grad_accum_steps, offload_fields, sizeof(offload_fields)),
                   noise_scale_config_fields(gns_fields, sizeof(gns_fields), gns),
                   batch_schedule_config_fields(batch_fields, sizeof(batch_fields), batch));
     fflush(stdout);

@@ -146,6 +146,7 @@ typedef float ZeroFloat;
 #include "zero/offload/nvme_io.h"
 #include "zero/offload/offload_state.h"
 #include "zero/zeropp/zeropp_state.h"
+#include "zero/tied_rows/tied_rows_state.h"
 #endif
 #if ZERO_GPU_BUILD
 #include "zero/gpu/device_state.h"

@@ -94,7 +94,7 @@ static void zero_progress(ZeroEngine* z) {
 #else
     int n = z->layout->num_units;
     if (z->grad_ops) for (int u = 0; u < n; u++) zero_progress_test(&z->grad_ops[u]);
-    zero_progress_test(&z->tied.tied_op);
+    zero_hook_tied_op(z, 0); // CPU stages 0, 1: the tied rows' all-gather (zero/tied_rows/)
     if (z->param_ops) for (int u = 0; u < n; u++) zero_progress_test(&z->param_ops[u]);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) {
         zero_progress_test(&z->param_work[i].op);

@@ -60,7 +60,6 @@ typedef struct {
     int unit;        // the unit it holds, -1 when free
     long long age;   // when it was taken, to finish the oldest reduce-scatter first
     ZeroOp op;       // params: all-gather filling it; grads: reduce-scatter reading it
-    int awaiting_read; // params, -zp nvme: the shard is being read from NVMe into this bounce buffer (0: none, else 1 + index)
 #if ZERO_GPU_BUILD
     cudaEvent_t released; // params: the compute stream's last read of data (the next gather waits)
 #endif
@@ -75,12 +74,11 @@ typedef struct {
     long long count;              // rings started so far: their tags
 } ZeroRingQueue;
 
-// The tied wte's rows (ZeroEngine.tied).
+// The tied wte's rows (ZeroEngine.tied). Stages 2, 3 (zero_grads_unit_partly_ready): rows of a wte
+// unit's gradient the LM head left and the encoder still adds to, set aside from the unit's first
+// reduce-scatter until the encoder asks for the unit again. Per unit: how many rows and where
+// they start in the arena (kept_ids: row inside the unit; kept_data: kept_row_len floats each).
 typedef struct {
-    // Stages 2, 3, the tied wte (zero_grads_unit_partly_ready): rows of a wte unit's gradient
-    // the LM head left and the encoder still adds to, set aside from the unit's first
-    // reduce-scatter until the encoder asks for the unit again. Per unit: how many rows and where
-    // they start in the arena (kept_ids: row inside the unit; kept_data: kept_row_len floats each).
     int* kept_count;
     size_t* kept_first;
     int* kept_ids;         // CPU engine: the rows' indices inside the unit
@@ -91,18 +89,10 @@ typedef struct {
 #endif
     size_t kept_used, kept_capacity; // rows
     int kept_row_len, kept_pending;  // elements per row; units with rows set aside
-    // Stages 0, 1, CPU, N > 1 (zero/tied_rows/tied_rows_cpu.h): the same arena holds, on the last
-    // micro-step, the rows of every wte unit the encoder adds to while the unit is reduced;
-    // kept_data then points at this rank's block of tied_gather ([R ids as floats][R x C values],
-    // N blocks, one all-gather after the encoder). tied_early[unit]: 1 from the unit's early
-    // reduction to its encoder part, 2 after it; tied_unit: the unit-sized buffer the encoder adds into.
-    int* tied_early;
-    float* tied_gather;
-    float* tied_unit;
-    size_t tied_block_numel, tied_rows; // R(C+1), R (zero_tied_rows_numel); 0: dense schedule
-    size_t tied_row_ids;                // ids per unit (row id = unit * tied_row_ids + row)
-    int tied_positions, tied_wpe_row;   // T: wpe's rows the encoder adds to, from unit 0's row tied_wpe_row
-    ZeroOp tied_op;                     // the rows' all-gather
+#if ZERO_EXT
+    ZeroTiedEarly early; // CPU stages 0, 1, N > 1: the rows reduced early (zero/tied_rows/tied_rows_state.h) ...
+    ZeroOp early_op;     // ... and their all-gather; both used by zero/tied_rows/ only, the core through zero/hooks.h
+#endif
 } ZeroTiedRows;
 
 // The gradient noise scale meter's inputs (ZeroEngine.gns).

@@ -85,7 +85,7 @@ static void zero_wait_all(ZeroEngine* z) {
     if (z->grad_ops) for (int u = 0; u < n; u++) zero_op_wait(z, &z->grad_ops[u]);
     if (z->param_ops) for (int u = 0; u < n; u++) zero_op_wait(z, &z->param_ops[u]);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { zero_op_wait(z, &z->param_work[i].op); zero_op_wait(z, &z->grad_work[i].op); }
-    zero_op_wait(z, &z->tied.tied_op);
+    zero_hook_tied_op(z, 1); // stages 0, 1: the tied rows' all-gather (zero/tied_rows/)
 }
 
 static void zero_free(ZeroEngine* z) {
@@ -96,9 +96,8 @@ static void zero_free(ZeroEngine* z) {
     free(z->params); free(z->grads); free(z->m); free(z->v);
     free(z->grad_ops); free(z->param_ops);
     for (int i = 0; i < ZERO_WORKING_UNITS; i++) { free(z->param_work[i].data); free(z->grad_work[i].data); }
-    free(z->tied.kept_count); free(z->tied.kept_first); free(z->tied.kept_ids);
-    if (z->tied.tied_gather == NULL) free(z->tied.kept_data); // stages 0, 1: it points into tied_gather
-    free(z->tied.tied_gather); free(z->tied.tied_unit); free(z->tied.tied_early);
+    zero_hook_tied_free(z); // stages 0, 1: the rows' buffers (kept_data, pointing into them, set to NULL)
+    free(z->tied.kept_count); free(z->tied.kept_first); free(z->tied.kept_ids); free(z->tied.kept_data);
     zero_ring_forget(z);
     free(z->ring.scratch);
 }

@@ -59,7 +59,7 @@ static void zero_abort_device_comm(void) {
 #if !ZERO_COMM_MPI
     ZeroEngine* z = zero_active_engine;
     zero_active_engine = NULL; // once: ncclCommAbort itself may fail and call back here
-    if (z != NULL) zero_pp_abort_comms(z); // ZeRO++'s group communicators (a hook, zero/hooks.h)
+    if (z != NULL) zero_hook_pp_abort_comms(z); // ZeRO++'s group communicators (a hook, zero/hooks.h)
     if (z != NULL && z->gpu.nccl != NULL) ncclCommAbort(z->gpu.nccl);
 #endif
 }

@@ -126,8 +126,8 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     size_t grads_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_GRADS, 1); // fp32: full or shard
     size_t grads_bf16_n = ZERO_STAGE <= 1 ? layout->padded_numel : 0;          // one micro-step (stages 2, 3: working units)
     size_t state_n = zero_buffer_numel(layout, ZERO_STAGE, ZERO_BUF_ADAM_M, 1); // master, m, v alike
-    zero_offload_setup(z, offload); // -zo/-zp (zero/offload/offload.h): what is off the device is not allocated here
-    int host_optimizer = zero_offload_gpu_host_optimizer(z), params_off = zero_offload_gpu_params_off(z);
+    zero_hook_offload_place(z, offload); // -zo/-zp (zero/offload/offload.h): what is off the device is not allocated here
+    int host_optimizer = zero_hook_offload_off_device(z, ZERO_BUF_MASTER), params_off = zero_hook_offload_off_device(z, ZERO_BUF_PARAMS);
     if (!params_off) z->params = (bf16*)zero_device_calloc(params_n, sizeof(bf16), "parameters (bf16)");
     z->grads = (bf16*)zero_device_calloc(grads_bf16_n, sizeof(bf16), "gradients (bf16, one micro-step)");
     z->gpu.grads_fp32 = (float*)zero_device_calloc(grads_n, sizeof(float), "gradients (fp32, accumulated)");
@@ -222,8 +222,7 @@ static void zero_init_placed(ZeroEngine* z, const ParamLayout* layout, int rank,
     }
 #endif
     zero_active_engine = z;
-    zero_offload_gpu_init(z);
-    zero_offload_open(z); // NVMe: the file, preallocated; every rank
+    zero_hook_offload_open(z); // -zo/-zp: pinned host state, copy stream; NVMe: the file, preallocated; every rank
 }
 
 static void zero_init(ZeroEngine* z, const ParamLayout* layout, int rank, int world_size) {
@@ -237,9 +236,8 @@ static void zero_wait_all(ZeroEngine* z) {
 
 static void zero_free(ZeroEngine* z) {
     zero_wait_all(z);
-    zero_offload_gpu_free(z);
-    zero_offload_free(z);
-    zero_pp_free(z);
+    zero_hook_offload_free(z);
+    zero_hook_pp_free(z);
 #if !ZERO_COMM_MPI
     if (z->gpu.nccl != NULL) NCCL_CHECK(ncclCommDestroy(z->gpu.nccl));
     z->gpu.nccl = NULL;
@@ -306,18 +304,16 @@ static ZeroWorkingUnit* zero_param_work_gather(ZeroEngine* z, int unit) {
     const ParamUnit* u = &z->layout->units[unit];
     // The gather overwrites the working unit: after the compute stream's last read of it.
     CUDA_CHECK(cudaStreamWaitEvent(z->gpu.comm, w->released, 0));
-    if (zero_offload_gpu_params_off(z)) { // -zp: the slice comes up from the host into its place first
-        zero_offload_gpu_params_up(z, unit, w->data + (size_t)z->rank * u->shard_numel);
+    if (zero_hook_offload_device_gather(z, w, unit)) { // -zp: the slice came up from the host into its place (-zo: the update is up)
         zero_device_collective(z, &w->op, ZERO_OP_ALL_GATHER, NULL, w->data, u->padded_numel, unit, "parameters");
         return w;
     }
-    if (zero_offload_gpu_host_optimizer(z)) CUDA_CHECK(cudaStreamWaitEvent(z->gpu.comm, z->gpu.params_up[unit], 0)); // -zo: the update is up
-    if (zero_pp_device_param_gather(z, w, unit)) return w; // ZeRO++: qwZ packets, hpZ's group gather (zero/zeropp/zeropp_gpu.cuh)
+    if (zero_hook_pp_param_gather(z, w, unit)) return w; // ZeRO++: qwZ packets, hpZ's group gather (zero/zeropp/zeropp_gpu.cuh)
     // All-gather: shard_numel elements from each rank's parameter shard into the working unit
     // (padded_numel elements), so every rank holds the whole unit until zero_params_unit_done.
     zero_device_collective(z, &w->op, ZERO_OP_ALL_GATHER, zero_owned(z, z->params, ZERO_BUF_PARAMS, unit), w->data,
                            u->padded_numel, unit, "parameters");
-    if (z->pp) zero_pp_device_gathered(z, w); // ZeRO++ hpZ: forward's gather keeps its secondary slice
+    zero_hook_pp_gather_done(z, w); // ZeRO++ hpZ: forward's gather keeps its secondary slice
     return w;
 }
 
@@ -429,7 +425,7 @@ static void zero_grad_work_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
     zero_stream_after(z->gpu.comm, z->gpu.compute, z->gpu.compute_mark);
     size_t target_n;
     float* target = zero_grads_fp32_target(z, unit, &target_n);
-    if (!zero_pp_device_grad_reduce(z, w, unit, target, z->gpu.grad_folds[unit] == 0)) {
+    if (!zero_hook_pp_device_grad_reduce(z, w, unit, target, z->gpu.grad_folds[unit] == 0)) {
         zero_device_collective(z, &w->op, ZERO_OP_REDUCE_SCATTER, NULL, w->data, u->padded_numel, unit, "gradients");
         grad_accumulate_cuda(target, w->data + (size_t)z->rank * u->shard_numel, target_n,
                              z->gpu.grad_folds[unit] == 0 ? GRAD_SET : GRAD_ADD, z->gpu.comm);
@@ -520,7 +516,7 @@ static void zero_grads_unit_ready(ZeroEngine* z, int unit, int last_micro_step) 
     // -zo cpu|nvme: the reduced fp32 slice goes down to the host as soon as its last addition is queued.
     if (last_micro_step) {
         cudaEvent_t folded = ZERO_STAGE <= 1 ? z->gpu.grad_fold_done[unit] : zero_work_find(z->grad_work, unit)->op.done;
-        zero_offload_gpu_grads_down(z, unit, target, folded);
+        zero_hook_offload_grads_down(z, unit, target, folded);
     }
     zero_device_progress(z);
 }
@@ -538,7 +534,7 @@ static void zero_set_unit_params(ZeroEngine* z, int unit, const float* unit_buf)
     zero_device_synchronize(z, "setting parameters"); // no collective is still reading or writing them
     size_t begin, end;
     zero_update_range(z, unit, &begin, &end);
-    if (zero_offload_gpu_host_optimizer(z)) zero_offload_gpu_state_io(z, unit, ZERO_REGION_MASTER, (float*)unit_buf + begin, 1);
+    if (zero_hook_offload_off_device(z, ZERO_BUF_MASTER)) zero_hook_offload_unit_io(z, unit, ZERO_BUF_MASTER, (float*)unit_buf + begin, 1);
     else {
         float* master = ZERO_STAGE >= 1 ? zero_owned(z, z->gpu.master, ZERO_BUF_MASTER, unit) : z->gpu.master + u->offset;
         CUDA_CHECK(cudaMemcpyAsync(master, unit_buf + begin, (end - begin) * sizeof(float), cudaMemcpyHostToDevice, z->gpu.compute));
@@ -547,8 +543,8 @@ static void zero_set_unit_params(ZeroEngine* z, int unit, const float* unit_buf)
     zero_host_staging(z, NULL, &host_half);
     size_t from = ZERO_STAGE == 3 ? (size_t)z->rank * u->shard_numel : 0, n = ZERO_STAGE == 3 ? u->shard_numel : u->padded_numel;
     for (size_t i = 0; i < n; i++) host_half[i] = __float2bfloat16(unit_buf[from + i]);
-    if (zero_offload_gpu_params_off(z)) { // -zp: it rests on the host or NVMe (stage 3: nothing gathered is kept)
-        zero_offload_gpu_params_io(z, unit, host_half, 1);
+    if (zero_hook_offload_off_device(z, ZERO_BUF_PARAMS)) { // -zp: it rests on the host or NVMe (stage 3: nothing gathered is kept)
+        zero_hook_offload_unit_io(z, unit, ZERO_BUF_PARAMS, host_half, 1);
         for (int i = 0; i < ZERO_WORKING_UNITS; i++) z->param_work[i].unit = -1;
         return;
     }
@@ -574,17 +570,17 @@ static void zero_params_round_as_step(ZeroEngine* z, int t) {
         const ParamUnit* u = &layout->units[unit];
         size_t begin, end;
         zero_update_range(z, unit, &begin, &end);
-        bf16* p = zero_offload_gpu_params_off(z) ? NULL : ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset + begin;
-        if (zero_offload_gpu_host_optimizer(z)) { // the master weights are on the host: round there, the same bits
+        bf16* p = zero_hook_offload_off_device(z, ZERO_BUF_PARAMS) ? NULL : ZERO_STAGE == 3 ? zero_owned(z, z->params, ZERO_BUF_PARAMS, unit) : z->params + u->offset + begin;
+        if (zero_hook_offload_off_device(z, ZERO_BUF_MASTER)) { // the master weights are on the host: round there, the same bits
             float* host;
             bf16* host_half;
             zero_host_staging(z, &host, &host_half);
-            zero_offload_gpu_state_io(z, unit, ZERO_REGION_MASTER, host, 0);
+            zero_hook_offload_unit_io(z, unit, ZERO_BUF_MASTER, host, 0);
             for (size_t i = 0; i < end - begin; i++) {
                 uint16_t b = adamw_round_param_host(host[i], seed, u->offset + begin + i);
                 memcpy((void*)&host_half[i], &b, sizeof(b));
             }
-            if (p == NULL) zero_offload_gpu_params_io(z, unit, host_half, 1);
+            if (p == NULL) zero_hook_offload_unit_io(z, unit, ZERO_BUF_PARAMS, host_half, 1);
             else {
                 CUDA_CHECK(cudaMemcpyAsync(p, host_half, (end - begin) * sizeof(bf16), cudaMemcpyHostToDevice, z->gpu.compute));
                 zero_stream_synchronize(z, z->gpu.compute, "rounding parameters"); // host_half is reused
@@ -618,7 +614,7 @@ static void zero_get_full_params(ZeroEngine* z, float* full) {
     zero_host_staging(z, &host, NULL);
     for (int unit = 0; unit < layout->num_units; unit++) {
         const ParamUnit* u = &layout->units[unit];
-        if (zero_offload_gpu_host_optimizer(z)) zero_offload_gpu_state_io(z, unit, ZERO_REGION_MASTER, host, 0);
+        if (zero_hook_offload_off_device(z, ZERO_BUF_MASTER)) zero_hook_offload_unit_io(z, unit, ZERO_BUF_MASTER, host, 0);
         else CUDA_CHECK(cudaMemcpy(host, zero_owned(z, z->gpu.master, ZERO_BUF_MASTER, unit), u->shard_numel * sizeof(float),
                                    cudaMemcpyDeviceToHost));
         ZeroOp op = {.kind = ZERO_OP_NONE};
@@ -634,11 +630,7 @@ static void zero_get_optimizer_shard(ZeroEngine* z, float* m_out, float* v_out) 
     for (int unit = 0; unit < z->layout->num_units; unit++) {
         const ParamUnit* u = &z->layout->units[unit];
         size_t dst = u->offset / (size_t)z->world_size;
-        if (zero_offload_gpu_host_optimizer(z)) {
-            zero_offload_gpu_state_io(z, unit, ZERO_REGION_M, m_out + dst, 0);
-            zero_offload_gpu_state_io(z, unit, ZERO_REGION_V, v_out + dst, 0);
-            continue;
-        }
+        if (zero_hook_offload_optimizer_io(z, unit, m_out + dst, v_out + dst, 0)) continue; // -zo: on the host or NVMe
         CUDA_CHECK(cudaMemcpy(m_out + dst, zero_owned(z, z->m, ZERO_BUF_ADAM_M, unit), u->shard_numel * sizeof(float), cudaMemcpyDeviceToHost));
         CUDA_CHECK(cudaMemcpy(v_out + dst, zero_owned(z, z->v, ZERO_BUF_ADAM_V, unit), u->shard_numel * sizeof(float), cudaMemcpyDeviceToHost));
     }
@@ -655,11 +647,7 @@ static void zero_set_optimizer_shard(ZeroEngine* z, const float* m_in, const flo
         size_t src = u->offset / (size_t)z->world_size;
         const float* in[2] = {m_in + src, v_in + src};
         float* state[2] = {z->m, z->v};
-        if (zero_offload_gpu_host_optimizer(z)) { // stages 1-3 only: the rank's slices
-            zero_offload_gpu_state_io(z, unit, ZERO_REGION_M, (float*)in[0], 1);
-            zero_offload_gpu_state_io(z, unit, ZERO_REGION_V, (float*)in[1], 1);
-            continue;
-        }
+        if (zero_hook_offload_optimizer_io(z, unit, (float*)in[0], (float*)in[1], 1)) continue; // -zo (stages 1-3 only): the rank's slices
         for (int k = 0; k < 2; k++) {
             if (ZERO_STAGE == 0) {
                 ZeroOp op = {.kind = ZERO_OP_NONE};

@@ -57,9 +57,7 @@ static void zero_step_begin(ZeroEngine* z, int step) {
     memset(z->gpu.grad_open, 0, (size_t)z->layout->num_units * sizeof(int));
     z->gpu.d2h_bytes_step = z->gpu.h2d_bytes_step = 0; // -zo, -zp (zero/offload/offload_gpu.cuh)
     z->gpu.copy_wait_s_step = 0.0;
-    z->offload.io_wait_s_step = 0.0;
-    z->offload.read_at_step = zero_offload_bytes_read(z);
-    z->offload.written_at_step = zero_offload_bytes_written(z);
+    zero_hook_offload_step_begin(z); // -zo/-zp nvme: the step's I/O counters
     CUDA_CHECK(cudaEventRecord(slot->begin, z->gpu.compute));
     CUDA_CHECK(cudaMemsetAsync(z->gpu.norm_device + 1, 0, sizeof(float), z->gpu.compute)); // the GNS local norm's sum
 }
@@ -67,7 +65,7 @@ static void zero_step_begin(ZeroEngine* z, int step) {
 /*
  * Enqueue optimizer step t (from 1) with learning rate lr on the slices this rank owns (the CPU
  * engine's steps 1-5, on the compute stream; nothing here waits on the host, except with -zo
- * cpu|nvme, where step 4's AdamW runs on the host: zero_offload_gpu_step):
+ * cpu|nvme, where step 4's AdamW runs on the host: zero_hook_offload_step):
  *   1. the compute stream waits for the comm stream (every unit's reduction and fp32 addition).
  *      The step's exposed communication is the time the compute stream stood still in this and
  *      every other wait on the comm stream since the step began (zero_compute_wait)
@@ -111,10 +109,10 @@ static void zero_optimizer_step_async(ZeroEngine* z, const AdamWConfig* opt, flo
     // 4. Clip factor times 1/N, then AdamW.
     adamw_grad_scale_cuda(z->gpu.grad_scale_device, z->gpu.norm_device, opt->grad_clip, 1.0f / (float)N, z->gpu.compute);
     uint32_t seed = (uint32_t)splitmix64((uint64_t)t);
-    if (zero_offload_gpu_host_optimizer(z)) {
+    if (zero_hook_offload_off_device(z, ZERO_BUF_MASTER)) {
         // -zo cpu|nvme (zero/offload/offload_gpu.cuh): AdamW on the host needs the gradient scale, so the
         // host waits for it here (the offloaded step's one wait), then updates unit by unit.
-        zero_offload_gpu_step(z, opt, lr, t, seed);
+        zero_hook_offload_step(z, opt, lr, t, seed);
     } else if ((ZERO_STAGE == 1 || ZERO_STAGE == 2) && N > 1) {
         for (int i = 0; i < layout->num_units; i++) { // in the order the next forward needs them (wte's chunks first)
             int unit = zero_unit_in_use_order(layout, i);

@@ -474,6 +474,13 @@ static void zero_offload_free(ZeroEngine* z) {
 }
 
 
+// The step's I/O counters (zero/hooks.h; both engines' zero_step_begin).
+static void zero_hook_offload_step_begin(ZeroEngine* z) {
+    z->offload.io_wait_s_step = 0.0;
+    z->offload.read_at_step = zero_offload_bytes_read(z);
+    z->offload.written_at_step = zero_offload_bytes_written(z);
+}
+
 // ============================================================================================
 // The CPU engine's offload hooks (declared in zero/hooks.h, called by zero/engine_cpu.h and
 // zero/optimizer_cpu.h): the calls above, in the engine's words (a ZeroBuffer, not a region).
@@ -501,11 +508,6 @@ static int zero_hook_offload_optimizer_io(ZeroEngine* z, int unit, float* m, flo
     return 1;
 }
 
-static void zero_hook_offload_step_begin(ZeroEngine* z) {
-    z->offload.io_wait_s_step = 0.0;
-    z->offload.read_at_step = zero_offload_bytes_read(z);
-    z->offload.written_at_step = zero_offload_bytes_written(z);
-}
 static void zero_hook_offload_prefetch(ZeroEngine* z) { zero_offload_prefetch_optimizer(z); }
 
 // The optimizer's walk over a unit's owned slice, piece by piece (one piece when nothing is on NVMe).
@@ -527,15 +529,16 @@ static void zero_hook_offload_piece_end(ZeroEngine* z, int unit, int k) { zero_o
 // points of the model's calls (never when a read happens to finish): a unit prefetched at one
 // unit's start is gathered at its end.
 static void zero_hook_offload_start_gathers(ZeroEngine* z, ZeroWorkingUnit* upto) {
-    if (upto != NULL && !upto->awaiting_read) return;
+    int* awaiting = z->offload.awaiting_read; // per param working unit
+    if (upto != NULL && !awaiting[upto - z->param_work]) return;
     for (;;) {
         ZeroWorkingUnit* oldest = NULL;
         for (int i = 0; i < ZERO_WORKING_UNITS; i++)
-            if (z->param_work[i].awaiting_read && (oldest == NULL || z->param_work[i].age < oldest->age)) oldest = &z->param_work[i];
+            if (awaiting[i] && (oldest == NULL || z->param_work[i].age < oldest->age)) oldest = &z->param_work[i];
         if (oldest == NULL) return;
         const ParamUnit* u = &z->layout->units[oldest->unit];
-        const ZeroFloat* mine = zero_offload_param_read_wait(z, oldest->awaiting_read - 1);
-        oldest->awaiting_read = 0;
+        const ZeroFloat* mine = zero_offload_param_read_wait(z, awaiting[oldest - z->param_work] - 1);
+        awaiting[oldest - z->param_work] = 0;
         // The bounce buffer goes back at once: the shard is copied to its place and gathered in place.
         memcpy(oldest->data + (size_t)z->rank * u->shard_numel, mine, u->shard_numel * sizeof(float));
         zero_op_all_gather(z, &oldest->op, NULL, oldest->data, u->padded_numel, oldest->unit, "parameters");
@@ -549,11 +552,11 @@ static void zero_hook_offload_start_gathers(ZeroEngine* z, ZeroWorkingUnit* upto
 static int zero_hook_offload_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
     if (!z->offload.on_nvme[ZERO_REGION_PARAMS]) return 0;
     int busy[2] = {0, 0}; // the two bounce buffers: gather what holds them if both are taken
-    for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (z->param_work[i].awaiting_read) busy[z->param_work[i].awaiting_read - 1] = 1;
+    for (int i = 0; i < ZERO_WORKING_UNITS; i++) if (z->offload.awaiting_read[i]) busy[z->offload.awaiting_read[i] - 1] = 1;
     if (busy[0] && busy[1]) { zero_hook_offload_start_gathers(z, NULL); busy[0] = busy[1] = 0; }
     int b = busy[0] ? 1 : 0;
     zero_offload_param_read(z, b, unit);
-    w->awaiting_read = 1 + b;
+    z->offload.awaiting_read[w - z->param_work] = 1 + b;
     return 1;
 }
 #endif // !ZERO_GPU_BUILD

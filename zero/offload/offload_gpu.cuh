@@ -223,6 +223,51 @@ static void zero_offload_gpu_params_io(ZeroEngine* z, int unit, bf16* data, int 
     else memcpy(data, z->gpu.host_params + at, n * sizeof(bf16));
 }
 
+// ---- the GPU engine's offload hooks (declared in zero/hooks.h, called by zero/gpu/) ----
+
+static void zero_hook_offload_place(ZeroEngine* z, const ZeroOffloadArgs* args) { zero_offload_setup(z, args); }
+static void zero_hook_offload_open(ZeroEngine* z) {
+    zero_offload_gpu_init(z);
+    zero_offload_open(z); // NVMe: the file, preallocated; every rank
+}
+static void zero_hook_offload_free(ZeroEngine* z) {
+    zero_offload_gpu_free(z);
+    zero_offload_free(z);
+}
+static int zero_hook_offload_off_device(const ZeroEngine* z, ZeroBuffer which) {
+    return which == ZERO_BUF_PARAMS ? zero_offload_gpu_params_off(z) : zero_offload_gpu_host_optimizer(z);
+}
+// Stage 3, before `unit`'s gather into w (the comm stream waits for w's last reader): -zp: the
+// slice comes up into its place (1: the core gathers in place); -zo: the comm stream waits for
+// the unit's update to be up.
+static int zero_hook_offload_device_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit) {
+    if (zero_offload_gpu_params_off(z)) {
+        zero_offload_gpu_params_up(z, unit, w->data + (size_t)z->rank * z->layout->units[unit].shard_numel);
+        return 1;
+    }
+    if (zero_offload_gpu_host_optimizer(z)) CUDA_CHECK(cudaStreamWaitEvent(z->gpu.comm, z->gpu.params_up[unit], 0));
+    return 0;
+}
+static void zero_hook_offload_grads_down(ZeroEngine* z, int unit, const float* slice, cudaEvent_t reduced) {
+    zero_offload_gpu_grads_down(z, unit, slice, reduced);
+}
+static void zero_hook_offload_step(ZeroEngine* z, const AdamWConfig* opt, float lr, int t, uint32_t seed) {
+    zero_offload_gpu_step(z, opt, lr, t, seed);
+}
+// The rank's slice of `unit` where it rests off the device: bf16 parameters, or fp32 master, m, v.
+static void zero_hook_offload_unit_io(ZeroEngine* z, int unit, ZeroBuffer which, void* data, int write) {
+    if (which == ZERO_BUF_PARAMS) zero_offload_gpu_params_io(z, unit, (bf16*)data, write);
+    else zero_offload_gpu_state_io(z, unit, which == ZERO_BUF_MASTER ? ZERO_REGION_MASTER : which == ZERO_BUF_ADAM_M ? ZERO_REGION_M : ZERO_REGION_V,
+                                   (float*)data, write);
+}
+// -zo cpu|nvme: the unit's slices of Adam m and v to or from the host or the file; 0 when on the device.
+static int zero_hook_offload_optimizer_io(ZeroEngine* z, int unit, float* m, float* v, int write) {
+    if (!zero_offload_gpu_host_optimizer(z)) return 0;
+    zero_offload_gpu_state_io(z, unit, ZERO_REGION_M, m, write);
+    zero_offload_gpu_state_io(z, unit, ZERO_REGION_V, v, write);
+    return 1;
+}
+
 // ---- accounting ----
 
 /*

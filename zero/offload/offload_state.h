@@ -48,6 +48,7 @@ typedef struct {
     char* bounce[2];                  // stage 3, -zp nvme: a unit's parameter shard read for its all-gather
     NvmeRequest bounce_read[2];
     int bounce_unit[2], bounce_next;
+    int awaiting_read[ZERO_WORKING_UNITS]; // param working unit i's shard is being read into bounce buffer awaiting_read[i] - 1 (0: none)
     int seq;                          // the optimizer's piece counter this step (use order)
     int prefetched;                   // the optimizer's first reads were issued this step
     long long read_at_step, written_at_step; // io.bytes_*_submitted at the step's start

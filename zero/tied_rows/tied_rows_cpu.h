@@ -35,46 +35,46 @@ static void zero_tied_reserve(ZeroEngine* z, size_t max_rows, int positions, int
     size_t block = zero_tied_rows_numel(ZERO_STAGE, z->world_size, max_rows, (size_t)positions, row_len, 0);
     if (block == 0) return;
     const ParamTensor* wpe = &layout->tensors[param_tensor_index(layout, P_WPE, -1)];
-    z->tied.tied_rows = max_rows + (size_t)positions;
-    z->tied.tied_row_ids = zero_max_unit_numel(layout) / (size_t)row_len + 1;
+    z->tied.early.rows = max_rows + (size_t)positions;
+    z->tied.early.row_ids = zero_max_unit_numel(layout) / (size_t)row_len + 1;
     if (wpe->unit != UNIT_EMBEDDING || wpe->unit_offset % (size_t)row_len != 0 ||
-        (double)layout->num_units * (double)z->tied.tied_row_ids >= 16777216.0) { // ids must be exact floats
+        (double)layout->num_units * (double)z->tied.early.row_ids >= 16777216.0) { // ids must be exact floats
         fprintf(stderr, "error: internal: wte rows for the stage-%d exchange: wpe not row-aligned in unit 0, or %d units x %zu rows past 2^24\n",
-                ZERO_STAGE, layout->num_units, z->tied.tied_row_ids);
+                ZERO_STAGE, layout->num_units, z->tied.early.row_ids);
         exit(1);
     }
-    z->tied.tied_wpe_row = (int)(wpe->unit_offset / (size_t)row_len);
-    z->tied.tied_positions = positions;
-    z->tied.tied_block_numel = block;
-    z->tied.tied_gather = (float*)zero_calloc((size_t)z->world_size * block, sizeof(float), "wte rows exchange");
-    z->tied.tied_unit = (float*)zero_calloc(zero_max_unit_numel(layout), sizeof(float), "wte rows unit");
-    z->tied.tied_early = (int*)zero_calloc((size_t)layout->num_units, sizeof(int), "wte early reductions");
-    z->tied.kept_ids = (int*)zero_calloc(z->tied.tied_rows, sizeof(int), "kept wte rows");
-    z->tied.kept_data = z->tied.tied_gather + (size_t)z->rank * block + z->tied.tied_rows; // this rank's values, after its R ids
-    z->tied.kept_capacity = z->tied.tied_rows;
+    z->tied.early.wpe_row = (int)(wpe->unit_offset / (size_t)row_len);
+    z->tied.early.positions = positions;
+    z->tied.early.block_numel = block;
+    z->tied.early.gather = (float*)zero_calloc((size_t)z->world_size * block, sizeof(float), "wte rows exchange");
+    z->tied.early.unit_buf = (float*)zero_calloc(zero_max_unit_numel(layout), sizeof(float), "wte rows unit");
+    z->tied.early.phase = (int*)zero_calloc((size_t)layout->num_units, sizeof(int), "wte early reductions");
+    z->tied.kept_ids = (int*)zero_calloc(z->tied.early.rows, sizeof(int), "kept wte rows");
+    z->tied.kept_data = z->tied.early.gather + (size_t)z->rank * block + z->tied.early.rows; // this rank's values, after its R ids
+    z->tied.kept_capacity = z->tied.early.rows;
     z->tied.kept_row_len = row_len;
     z->tied.kept_used = 0;
     z->bytes_working += zero_tied_rows_bytes(layout, ZERO_STAGE, max_rows, (size_t)positions, row_len, 0);
 }
 
 // Is `unit` taking the early path now? (its LM head done on the last micro-step)
-static int zero_tied_pending(const ZeroEngine* z, int unit) { return z->tied.tied_early != NULL && z->tied.tied_early[unit] == 1; }
+static int zero_tied_pending(const ZeroEngine* z, int unit) { return z->tied.early.phase != NULL && z->tied.early.phase[unit] == 1; }
 
 // zero_grads_unit_partly_ready at stages 0, 1: set the rows aside (and unit 0's wpe rows), zero
 // them, read the GNS remainder, start the unit's collective.
 static void zero_tied_set_aside(ZeroEngine* z, int unit, const int* rows, int count, int row_len) {
     const ParamUnit* u = &z->layout->units[unit];
     float* g = z->grads + u->offset;
-    int positions = unit == UNIT_EMBEDDING ? z->tied.tied_positions : 0, total = count + positions;
+    int positions = unit == UNIT_EMBEDDING ? z->tied.early.positions : 0, total = count + positions;
     size_t row = (size_t)row_len, first = z->tied.kept_used;
-    if (row_len != z->tied.kept_row_len || z->tied.tied_early[unit] != 0 || first + (size_t)total > z->tied.kept_capacity) {
+    if (row_len != z->tied.kept_row_len || z->tied.early.phase[unit] != 0 || first + (size_t)total > z->tied.kept_capacity) {
         fprintf(stderr, "error: internal: unit %d: %d wte rows of %d set aside twice or past the %zu reserved\n", unit, total, row_len,
                 z->tied.kept_capacity);
         zero_abort_all_ranks(1);
     }
     for (int i = 0; i < total; i++) {
         size_t k = first + (size_t)i;
-        int r = i < count ? rows[i] : z->tied.tied_wpe_row + (i - count); // wpe's rows follow wte's in unit 0
+        int r = i < count ? rows[i] : z->tied.early.wpe_row + (i - count); // wpe's rows follow wte's in unit 0
         z->tied.kept_ids[k] = r;
         memcpy(z->tied.kept_data + k * row, g + (size_t)r * row, row * sizeof(float));
         memset(g + (size_t)r * row, 0, row * sizeof(float));
@@ -83,7 +83,7 @@ static void zero_tied_set_aside(ZeroEngine* z, int unit, const int* rows, int co
     z->tied.kept_count[unit] = total;
     z->tied.kept_used += (size_t)total;
     z->tied.kept_pending++;
-    z->tied.tied_early[unit] = 1;
+    z->tied.early.phase[unit] = 1;
     if (z->gns.measure_local_grad_norm) z->gns.local_grad_norm_sq += norm_squared(g, u->padded_numel); // GNS: the remainder
     zero_grads_reduce_full(z, unit);
 }
@@ -94,9 +94,9 @@ static float* zero_tied_encoder_buffer(ZeroEngine* z, int unit) {
     size_t row = (size_t)z->tied.kept_row_len;
     for (int i = 0; i < z->tied.kept_count[unit]; i++) {
         size_t k = z->tied.kept_first[unit] + (size_t)i;
-        memcpy(z->tied.tied_unit + (size_t)z->tied.kept_ids[k] * row, z->tied.kept_data + k * row, row * sizeof(float));
+        memcpy(z->tied.early.unit_buf + (size_t)z->tied.kept_ids[k] * row, z->tied.kept_data + k * row, row * sizeof(float));
     }
-    return z->tied.tied_unit;
+    return z->tied.early.unit_buf;
 }
 
 // zero_grads_unit_ready for an early unit: its rows back into the block (GNS: their norm); after
@@ -105,32 +105,32 @@ static void zero_tied_encoder_done(ZeroEngine* z, int unit) {
     size_t row = (size_t)z->tied.kept_row_len, first = z->tied.kept_first[unit];
     for (int i = 0; i < z->tied.kept_count[unit]; i++) {
         size_t k = first + (size_t)i;
-        memcpy(z->tied.kept_data + k * row, z->tied.tied_unit + (size_t)z->tied.kept_ids[k] * row, row * sizeof(float));
+        memcpy(z->tied.kept_data + k * row, z->tied.early.unit_buf + (size_t)z->tied.kept_ids[k] * row, row * sizeof(float));
     }
     if (z->gns.measure_local_grad_norm) z->gns.local_grad_norm_sq += norm_squared(z->tied.kept_data + first * row, (size_t)z->tied.kept_count[unit] * row);
-    z->tied.tied_early[unit] = 2;
+    z->tied.early.phase[unit] = 2;
     if (--z->tied.kept_pending > 0) return;
-    float* ids = z->tied.tied_gather + (size_t)z->rank * z->tied.tied_block_numel;
-    for (size_t k = 0; k < z->tied.tied_rows; k++) ids[k] = -1.0f;
+    float* ids = z->tied.early.gather + (size_t)z->rank * z->tied.early.block_numel;
+    for (size_t k = 0; k < z->tied.early.rows; k++) ids[k] = -1.0f;
     for (int v = 0; v < z->layout->num_units; v++)
-        for (int i = 0; z->tied.tied_early[v] && i < z->tied.kept_count[v]; i++)
-            ids[z->tied.kept_first[v] + (size_t)i] = (float)((size_t)v * z->tied.tied_row_ids + (size_t)z->tied.kept_ids[z->tied.kept_first[v] + (size_t)i]);
-    zero_op_all_gather(z, &z->tied.tied_op, NULL, z->tied.tied_gather, (size_t)z->world_size * z->tied.tied_block_numel, -1, "wte gradient rows (encoder)");
+        for (int i = 0; z->tied.early.phase[v] && i < z->tied.kept_count[v]; i++)
+            ids[z->tied.kept_first[v] + (size_t)i] = (float)((size_t)v * z->tied.early.row_ids + (size_t)z->tied.kept_ids[z->tied.kept_first[v] + (size_t)i]);
+    zero_op_all_gather(z, &z->tied.early_op, NULL, z->tied.early.gather, (size_t)z->world_size * z->tied.early.block_numel, -1, "wte gradient rows (encoder)");
 }
 
 // In the optimizer step, once every unit's reduction is finished (stage 1: each slice moved to its
 // place): wait for the rows and add every rank's, rank 0's first, into the reduced gradient
 // (stage 1: within this rank's slice of each unit); then the arena is free for the next step.
 static void zero_tied_add_rows(ZeroEngine* z) {
-    if (z->tied.tied_early == NULL || z->tied.kept_used == 0) return;
-    zero_op_wait(z, &z->tied.tied_op);
+    if (z->tied.early.phase == NULL || z->tied.kept_used == 0) return;
+    zero_op_wait(z, &z->tied.early_op);
     const ParamLayout* layout = z->layout;
-    size_t row = (size_t)z->tied.kept_row_len, R = z->tied.tied_rows;
+    size_t row = (size_t)z->tied.kept_row_len, R = z->tied.early.rows;
     for (int r = 0; r < z->world_size; r++) {
-        const float* ids = z->tied.tied_gather + (size_t)r * z->tied.tied_block_numel;
+        const float* ids = z->tied.early.gather + (size_t)r * z->tied.early.block_numel;
         const float* values = ids + R;
         for (size_t k = 0; k < R && ids[k] >= 0.0f; k++) {
-            size_t id = (size_t)ids[k], unit = id / z->tied.tied_row_ids, lo = (id % z->tied.tied_row_ids) * row;
+            size_t id = (size_t)ids[k], unit = id / z->tied.early.row_ids, lo = (id % z->tied.early.row_ids) * row;
             size_t begin, end;
             zero_update_range(z, (int)unit, &begin, &end);
             size_t from = lo > begin ? lo : begin, to = lo + row < end ? lo + row : end;
@@ -138,7 +138,7 @@ static void zero_tied_add_rows(ZeroEngine* z) {
             for (size_t e = from; e < to; e++) g[e] += values[k * row + (e - lo)];
         }
     }
-    memset(z->tied.tied_early, 0, (size_t)layout->num_units * sizeof(int));
+    memset(z->tied.early.phase, 0, (size_t)layout->num_units * sizeof(int));
     memset(z->tied.kept_count, 0, (size_t)layout->num_units * sizeof(int));
     z->tied.kept_used = 0;
     z->tied.kept_pending = 0;
@@ -148,7 +148,7 @@ static void zero_tied_add_rows(ZeroEngine* z) {
 // zero/optimizer_cpu.h), stages 0, 1.
 static void zero_hook_tied_reserve(ZeroEngine* z, size_t max_rows, int positions, int row_len) { zero_tied_reserve(z, max_rows, positions, row_len); }
 static void zero_hook_tied_set_aside(ZeroEngine* z, int unit, const int* rows, int count, int row_len) {
-    if (z->tied.tied_block_numel > 0) zero_tied_set_aside(z, unit, rows, count, row_len);
+    if (z->tied.early.block_numel > 0) zero_tied_set_aside(z, unit, rows, count, row_len);
 }
 static float* zero_hook_tied_grads(ZeroEngine* z, int unit) { return zero_tied_pending(z, unit) ? zero_tied_encoder_buffer(z, unit) : NULL; }
 static int zero_hook_tied_ready(ZeroEngine* z, int unit) {
@@ -157,6 +157,21 @@ static int zero_hook_tied_ready(ZeroEngine* z, int unit) {
     return 1;
 }
 static void zero_hook_tied_add_rows(ZeroEngine* z) { zero_tied_add_rows(z); }
+static size_t zero_hook_tied_block_numel(const ZeroEngine* z) { return z->tied.early.block_numel; }
+static void zero_hook_tied_op(ZeroEngine* z, int wait) {
+    if (wait) zero_op_wait(z, &z->tied.early_op);
+#if !ZERO_RING
+    else zero_progress_test(&z->tied.early_op);
+#endif
+}
+static void zero_hook_tied_free(ZeroEngine* z) {
+    if (z->tied.early.gather != NULL) z->tied.kept_data = NULL; // it points into gather
+    free(z->tied.early.gather); free(z->tied.early.unit_buf); free(z->tied.early.phase);
+}
+#else
+// The GPU engine keeps the dense schedule (zero/gpu/engine_gpu.cuh): nothing reduced early.
+static size_t zero_hook_tied_block_numel(const ZeroEngine* z) { return 0; }
+static void zero_hook_tied_op(ZeroEngine* z, int wait) {}
 #endif // !ZERO_GPU_BUILD
 
 #endif // ZERO_TIED_ROWS_CPU_H

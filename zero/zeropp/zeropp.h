@@ -518,7 +518,7 @@ static void zero_pp_print_setup(const ZeroEngine* z, int grad_accum_steps, FILE*
             "(formulas in zero/zeropp/zeropp.h; plain stage %d: %lld) | buffers %zu bytes\n",
             grad_accum_steps, 4 * f.forward, 4 * f.backward, 4 * f.gradients, 4 * (f.forward + f.backward + f.gradients), ZERO_STAGE,
             4 * zero_elements_sent_formula(ZERO_STAGE, z->layout->padded_numel, z->world_size, grad_accum_steps,
-                                         zero_embedding_numel(z->layout), z->tied.tied_block_numel), pp->bytes_buffers);
+                                         zero_embedding_numel(z->layout), zero_hook_tied_block_numel(z)), pp->bytes_buffers);
     long long within, across;
     zero_pp_formula_split(z, grad_accum_steps, &within, &across);
     fprintf(out, "zero++: rank 0's bytes per step by formula: within its host %lld, to other hosts %lld (counted on each "

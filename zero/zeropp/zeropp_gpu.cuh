@@ -128,7 +128,7 @@ static void zero_pp_free(ZeroEngine* z) {
 }
 
 // zero_abort_device_comm: the split communicators too (a rank may be blocked in their kernels).
-static void zero_pp_abort_comms(ZeroEngine* z) {
+static void zero_hook_pp_abort_comms(ZeroEngine* z) {
 #if !ZERO_COMM_MPI
     ZeroPP* pp = z->pp;
     if (pp == NULL) return;
@@ -345,5 +345,13 @@ static const char* zero_pp_config_fields(const ZeroEngine* z, int grad_accum_ste
              f.forward, f.backward, f.gradients, pp ? pp->bytes_secondary : 0);
     return buf;
 }
+
+// ---- the GPU engine's ZeRO++ hooks (declared in zero/hooks.h, called by zero/gpu/engine_gpu.cuh) ----
+static int zero_hook_pp_param_gather(ZeroEngine* z, ZeroWorkingUnit* w, int unit) { return zero_pp_device_param_gather(z, w, unit); }
+static void zero_hook_pp_gather_done(ZeroEngine* z, ZeroWorkingUnit* w) { if (z->pp) zero_pp_device_gathered(z, w); }
+static int zero_hook_pp_device_grad_reduce(ZeroEngine* z, ZeroWorkingUnit* w, int unit, float* target, int first) {
+    return zero_pp_device_grad_reduce(z, w, unit, target, first);
+}
+static void zero_hook_pp_free(ZeroEngine* z) { zero_pp_free(z); }
 
 #endif // ZERO_ZEROPP_GPU_CUH
