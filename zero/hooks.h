@@ -8,8 +8,8 @@
  *
  * ZERO_EXT (zero.cuh; 1 by default, 0 in the lesson build `make train_gpt2 ZERO_EXT=none`): with 0
  * the extension folders are not compiled, each hook below is an empty function and
- * zero/no_extensions.h stands in for what the trainers call, so the core builds and runs alone (stages 0-3, rings overlapped with backward, accumulation, checkpoints,
- * the GNS meter, the handshake).
+ * zero/no_extensions.h stands in for what the trainers call, so the core builds and runs alone
+ * (stages 0-3, rings overlapped with backward, accumulation, checkpoints, GNS, the handshake).
  *
  * Needs: zero/engine.h (ZeroEngine, ZeroOp, ZeroWorkingUnit, AdamWConfig), zero/layout.h (ZeroBuffer).
  * Definitions: in each extension's folder (named beside each declaration; GPU: the .cuh files).
