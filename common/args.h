@@ -318,7 +318,7 @@ static void train_args_parse(TrainArgs* a, int argc, char** argv) {
         } else if (spec->type == ARG_FLOAT) {
             float v = strtof(value, &end);
             if (errno || end == value || *end != '\0' || !isfinite(v)) {
-                args_fail("error: %s: '%s' is not a finite float number; expected a number like 3e-4", spec->flag, value);
+                args_fail("error: %s: '%s' is not a finite float number; expected a number like 0.1 or 3e-4", spec->flag, value);
             }
             *(float*)field = v;
         } else {

@@ -13,10 +13,12 @@ if [ ! -f data/tinyshakespeare/tiny_shakespeare_train.bin ]; then
         python3 data/tinyshakespeare.py --text "$shared/tinyshakespeare/input.txt" --bpe-dir "$shared/gpt2"
     else
         # online: downloads the text and the GPT-2 BPE files; offline, say which variable to set
-        python3 data/tinyshakespeare.py || {
+        # (the data script's own error, about its --bpe-dir, is kept out of sight: one line says it all)
+        python3 data/tinyshakespeare.py 2>/tmp/run_tinyshakespeare.$$ || {
             echo "error: data: no local copy at $shared/tinyshakespeare/input.txt and $shared/gpt2/, and the download failed; expected SHARED_DATA=dir holding tinyshakespeare/input.txt and gpt2/{encoder.json,vocab.bpe}, or network access" >&2
-            exit 1
+            rm -f /tmp/run_tinyshakespeare.$$; exit 1
         }
+        cat /tmp/run_tinyshakespeare.$$ >&2; rm -f /tmp/run_tinyshakespeare.$$
     fi
 fi
 make -s train_gpt2
