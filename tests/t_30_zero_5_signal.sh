@@ -64,16 +64,24 @@ if [ "$rc" -eq 75 ] && [ -n "$line" ]; then
     else echo "FAIL ${name}_resume: $(tail -2 "$ZT/term.out" | tr '\n' ' ')"; fi
 else echo "FAIL ${name}_exit_75_one_line: exit $rc; $(grep -v '^step' "$ZT/term.out" | tail -2 | tr '\n' ' ')"; fi
 
-# A second signal while the first is handled: the job ends at once; the last -n checkpoint holds.
+# A second signal while the first is handled: the job ends at once; the last complete checkpoint
+# holds. The second signal comes 0.3 s after the first; on an idle machine the first one's
+# checkpoint (the end of its step, then ~0.2 s of writing) may already be complete by then (seen
+# once: written 0.29 s after the signal), and then that checkpoint is the last complete one: the
+# job still ends at once (not 75) and resumes from it onto the trajectory. Either outcome is
+# checked; which one happened is printed (INFO).
 name=zero1_np2_second_signal_leaves_previous_checkpoint
 signal_run "$name" 2 1 "$ZT/twice" "USR1 USR1" rank0
 last=$(ls "$ZT/twice" | grep '^model_' | sort | tail -1)
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] && ! grep -q "^checkpointed on a signal" "$ZT/twice.out" && [ "$last" = model_00000005.bin ]; then
+written=$(sed -n 's/^checkpointed on a signal: SIGUSR1, step \([0-9]*\) .*/\1/p' "$ZT/twice.out" | head -1)
+expect=5; [ -n "$written" ] && expect=$written
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] && [ "$last" = "$(printf 'model_%08d.bin' "$expect")" ] && ! ls "$ZT/twice" | grep -q tmp; then
     echo "PASS ${name}_ends_at_once"
-    echo "INFO ${name}: two signals -> exit ${secs} s (status $rc), latest complete checkpoint $last"
-else echo "FAIL ${name}_ends_at_once: exit $rc, latest $last; $(grep -E '^(error|checkpoint)' "$ZT/twice.out" | tail -2 | tr '\n' ' ')"; fi
+    if [ -n "$written" ]; then echo "INFO ${name}: the second signal came after the first one's checkpoint (step $written) was complete; exit ${secs} s (status $rc)"
+    else echo "INFO ${name}: two signals -> exit ${secs} s (status $rc) during the first one's checkpoint, latest complete checkpoint $last"; fi
+else echo "FAIL ${name}_ends_at_once: exit $rc, latest $last, expected step $expect; $(grep -E '^(error|checkpoint)' "$ZT/twice.out" | tail -2 | tr '\n' ' ')"; fi
 if zrun 2 1 "$ZT/twice" "${STEPS[@]}" -y 1; then
-    grep -q "resume: from step 5" "$ZT/twice.out" || echo "FAIL ${name}_resumes_from_5: $(grep resume "$ZT/twice.out")"
+    grep -q "resume: from step $expect " "$ZT/twice.out" || echo "FAIL ${name}_resumes_from_$expect: $(grep resume "$ZT/twice.out")"
     check "${name}_resumes_onto_trajectory" cmp_run_files "$ZT/straight1/model_00000024.bin" "$ZT/twice/model_00000024.bin"
 else echo "FAIL ${name}_resume: $(grep -v '^step' "$ZT/twice.out" | tail -2 | tr '\n' ' ')"; fi
 
