@@ -132,7 +132,7 @@ $(BUILD)/noprogress/train_gpt2_z%: train_gpt2.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)/noprogress
 	$(MPI_CC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=$* -DZERO_PROGRESS_THREAD=0 $< -o $@ $(LDLIBS)
 # The lesson build per stage (ZERO_EXT=0, zero/no_extensions.h): build/lesson/train_gpt2_z0 .. z3
-# (tests/t_05_lesson.sh runs them against the default build).
+# (tests/t_30_zero_6_lesson.sh runs them against the default build).
 $(BUILD)/lesson/train_gpt2_z%: train_gpt2.c $(CPU_HEADERS)
 	@mkdir -p $(BUILD)/lesson
 	$(MPI_CC) $(filter-out -DZERO_STAGE=%,$(CFLAGS)) -DZERO_STAGE=$* -DZERO_EXT=0 $< -o $@ $(LDLIBS)
