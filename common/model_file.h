@@ -1,24 +1,25 @@
 /*
- * checkpoint.h: llm.c model files and atomic file writes, shared by both builds.
+ * common/model_file.h: llm.c model files, shared by both builds.
  *
  * Model file (llm.c format): header of 256 int32: [0] magic 20240326, [1] version (3: fp32,
  * 5: bf16), [2] maxT, [3] V, [4] L, [5] NH, [6] C, [7] Vp; then all parameters in llm.c's
  * kind-major tensor order (see gpt2_config.h), 4 or 2 bytes each. Reading permutes them into
  * the flat unit-ordered buffer; writing permutes back. Files are written to "<path>.tmp" and
- * renamed, so a crash never leaves a half-written checkpoint under the final name.
+ * renamed (common/atomic_file.h), so a crash never leaves a half-written checkpoint under the final name.
  * Slots llm.c leaves 0 (it reads [0..7]) carry, in files this trainer writes: [8] MODEL_FILE_EXTRA
  * (marks the rest as set), [9], [10] the FNV-1a 64 checksum of the parameter bytes as stored
  * (low, high 32 bits), [11], [12] the id of the run that wrote it, [13] its step. llm.c reads
  * such a file as any other; model_file_verify checks the checksum where it is set.
  */
-#ifndef COMMON_CHECKPOINT_H
-#define COMMON_CHECKPOINT_H
+#ifndef COMMON_MODEL_FILE_H
+#define COMMON_MODEL_FILE_H
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "common/atomic_file.h"
 #include "common/gpt2_config.h"
 #include "common/hash.h" // fnv1a64_words: the checksum in header[9], [10]
 
@@ -28,42 +29,6 @@
 #define MODEL_HEADER_INTS 256
 #define MODEL_FILE_EXTRA 0x7a65726f // "zero": header[9..13] are set (checksum, run id, step)
 
-
-// An open temporary file that becomes `path` on atomic_file_commit.
-typedef struct { FILE* f; char path[4096]; char tmp_path[4096 + 8]; } AtomicFile;
-
-static void atomic_file_open(AtomicFile* af, const char* path) {
-    if (strlen(path) + 5 > sizeof(af->path)) { fprintf(stderr, "error: %s: path too long; expected under 4090 characters\n", path); exit(1); }
-    snprintf(af->path, sizeof(af->path), "%s", path);
-    snprintf(af->tmp_path, sizeof(af->tmp_path), "%s.tmp", path);
-    af->f = fopen(af->tmp_path, "wb");
-    if (af->f == NULL) {
-        fprintf(stderr, "error: %s: cannot open for writing (%s); expected a writable directory\n", af->tmp_path, strerror(errno));
-        exit(1);
-    }
-}
-
-static void atomic_file_write(AtomicFile* af, const void* data, size_t bytes) {
-    if (bytes > 0 && fwrite(data, 1, bytes, af->f) != bytes) {
-        fprintf(stderr, "error: %s: write failed (%s); expected %zu bytes written\n", af->tmp_path, strerror(errno), bytes);
-        fclose(af->f);
-        remove(af->tmp_path);
-        exit(1);
-    }
-}
-
-static void atomic_file_commit(AtomicFile* af) {
-    if (fflush(af->f) != 0 || fclose(af->f) != 0) {
-        fprintf(stderr, "error: %s: close failed (%s); expected the file to be flushed\n", af->tmp_path, strerror(errno));
-        remove(af->tmp_path);
-        exit(1);
-    }
-    if (rename(af->tmp_path, af->path) != 0) {
-        fprintf(stderr, "error: %s: rename to %s failed (%s)\n", af->tmp_path, af->path, strerror(errno));
-        remove(af->tmp_path);
-        exit(1);
-    }
-}
 
 // Read and validate the header; fills *cfg and *version. Exits 1 with one line on bad input.
 static void model_file_read_header(const char* path, GPT2Config* cfg, int* version) {

@@ -26,6 +26,7 @@
 #endif
 #include <signal.h>
 #include <unistd.h>
+#include "common/atomic_file.h" // a checkpoint file being written when the job ends: removed too
 
 // A file of this rank that must not outlive the job (the NVMe offload file, zero/offload/offload.h, which
 // can be as large as the optimizer state): removed by zero_abort_all_ranks before MPI_Abort, by
@@ -34,6 +35,7 @@ static char zero_fault_remove_path[4400];
 
 static void zero_faults_remove_files(void) {
     if (zero_fault_remove_path[0] != '\0') unlink(zero_fault_remove_path);
+    atomic_file_remove_unfinished();
     zero_fault_remove_path[0] = '\0';
 }
 
@@ -96,6 +98,7 @@ static void zero_fault_signal(int sig) {
     ssize_t ignored = write(STDERR_FILENO, line, at);
     (void)ignored;
     if (zero_fault_remove_path[0] != '\0') unlink(zero_fault_remove_path); // async-signal-safe
+    atomic_file_remove_unfinished();                                          // so is this
     _exit(1);
 }
 
