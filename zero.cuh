@@ -20,7 +20,8 @@
  *   zero/no_extensions.h the lesson build only: what the trainers call of the extensions, doing nothing
  *
  * Extensions, one folder each; a reader of the core may skip them all (zero/hooks.h names where
- * each steps in). Those marked * are left out of the lesson build (make train_gpt2 ZERO_EXT=none):
+ * each steps in). Those marked * are left out of the lesson build (make train_gpt2 ZERO_EXT=none; GPU
+ * make train_gpt2cu ZERO_EXT=none):
  *   zero/cluster/    process life across hosts: the launcher's word, MPI_Init bounded by -wt, the
  *                    start-up handshake, each rank's line when a host is lost, the run lock;
  *                    mpi_single.h stands in for Open MPI in a build without it (one process)
@@ -113,7 +114,7 @@
 #define ZERO_STAGE 0
 #endif
 #ifndef ZERO_EXT
-#define ZERO_EXT 1 // 0: the lesson build (make train_gpt2 ZERO_EXT=none): the core alone, zero/no_extensions.h
+#define ZERO_EXT 1 // 0: the lesson build (make train_gpt2|train_gpt2cu ZERO_EXT=none): the core alone, zero/no_extensions.h
 #endif
 #if ZERO_STAGE < 0 || ZERO_STAGE > 3
 #error "ZERO_STAGE must be 0, 1, 2 or 3"
@@ -182,8 +183,10 @@ typedef float ZeroFloat;
 #endif
 #if ZERO_GPU_BUILD
 #include "zero/gpu/comm_gpu.cuh"
+#if ZERO_EXT
 #include "zero/offload/offload_gpu.cuh"
 #include "zero/zeropp/zeropp_gpu.cuh"
+#endif
 #include "zero/gpu/engine_gpu.cuh"
 #include "zero/gpu/optimizer_gpu.cuh"
 #endif
