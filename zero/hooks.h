@@ -6,11 +6,10 @@
  * clean-up (comm_mpi.h's zero_at_abort). A reader of the core may skip every folder below zero/ and
  * read these lines as "here an extension may step in".
  *
- * ZERO_EXT (zero.cuh; 1 by default, 0 in the lesson build `make train_gpt2 ZERO_EXT=none`, GPU:
- * train_gpt2cu): with 0 the extension folders are not compiled, each hook below is an empty
- * function and zero/no_extensions.h stands in for what the trainers call (and for the GPU engine's
- * trace points, zero/gpu/comm_gpu.cuh), so the core builds and runs alone (stages 0-3, collectives
- * overlapped with backward, accumulation, checkpoints, GNS, the handshake).
+ * ZERO_EXT (zero.cuh; 1 by default, 0 in the lesson build `make train_gpt2|train_gpt2cu ZERO_EXT=none`):
+ * with 0 the extension folders are not compiled, each hook below is an empty function and
+ * zero/no_extensions.h (GPU: also zero/gpu/no_extensions_gpu.cuh) stands in for what the trainers call,
+ * so the core builds and runs alone (stages 0-3, overlapped collectives, accumulation, checkpoints, GNS, the handshake).
  *
  * Needs: zero/engine.h (ZeroEngine, ZeroOp, ZeroWorkingUnit, AdamWConfig), zero/layout.h (ZeroBuffer).
  * Definitions: in each extension's folder (named beside each declaration; GPU: the .cuh files).

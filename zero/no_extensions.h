@@ -1,9 +1,8 @@
 /*
- * zero/no_extensions.h: the lesson build only (make train_gpt2 or train_gpt2cu ZERO_EXT=none,
- * -DZERO_EXT=0), where zero.cuh includes it instead of the offload, ZeRO++, trace and tied-rows
- * folders. The engine's hooks are empty there (zero/hooks.h); here is what the trainers (and the
- * GPU engine's trace points) call of those extensions, under the extensions' own names: their
- * flags give one error line, the rest does nothing.
+ * zero/no_extensions.h: the lesson build only (make train_gpt2|train_gpt2cu ZERO_EXT=none, -DZERO_EXT=0),
+ * where zero.cuh includes it instead of the offload, ZeRO++, trace and tied-rows folders. The engine's
+ * hooks are empty there (zero/hooks.h); here is what the trainers call of those extensions, under
+ * the extensions' own names: their flags give one error line, the rest does nothing.
  */
 #ifndef ZERO_NO_EXTENSIONS_H
 #define ZERO_NO_EXTENSIONS_H
@@ -15,12 +14,7 @@
 #endif
 
 // The one line each extension's flag gets in this build.
-#if ZERO_GPU_BUILD
-#define ZERO_NO_EXT_DEFAULT "make train_gpt2cu"
-#else
-#define ZERO_NO_EXT_DEFAULT "make train_gpt2"
-#endif
-#define ZERO_NO_EXT_FMT "error: %s: this build has no %s (built with make ZERO_EXT=none, the core alone); expected %s, or the default build (" ZERO_NO_EXT_DEFAULT ")"
+#define ZERO_NO_EXT_FMT "error: %s: this build has no %s (built with make ZERO_EXT=none, the core alone); expected %s, or the default build (ZERO_EXT=all)"
 
 // ---- offload and NVMe (-zo, -zp, -zd): only "none" is accepted ----
 static int zero_placement_parse(const char* s, int* placement) { *placement = strcmp(s, "none") != 0; return 0; }
@@ -64,16 +58,5 @@ static void zero_trace_open(ZeroEngine* z, const char* path, int first_step, int
 static void zero_trace_compute(ZeroEngine* z, ZeroTracePhase phase, int unit) {}
 static void zero_trace_step_end(ZeroEngine* z) {}
 static void zero_trace_close(ZeroEngine* z, int grad_accum_steps) {}
-
-#if ZERO_GPU_BUILD
-// ---- the GPU build's: train_gpt2.cu's offload checks, zero/gpu/comm_gpu.cuh's trace points ----
-static int zero_offload_gpu_check_args(const ZeroOffloadArgs* a, char* err, size_t cap) { return 0; } // -zo, -zp refused above
-static int zero_offload_gpu_host_optimizer(const ZeroEngine* z) { return 0; }
-static int zero_trace_device_collective_begin(ZeroEngine* z) { return -1; }
-static void zero_trace_device_collective_end(ZeroEngine* z, int begin_ev, ZeroOpKind kind, int unit, long long elements, const char* what) {}
-static void zero_trace_device_wait_label(int op_kind, int unit) {}
-static int zero_trace_device_wait_begin(ZeroEngine* z) { return -1; }
-static void zero_trace_device_wait_end(ZeroEngine* z, int begin_ev) {}
-#endif
 
 #endif // ZERO_NO_EXTENSIONS_H
