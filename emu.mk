@@ -12,8 +12,8 @@
 #                                                  NCCL's collectives carried by MPI, completing late)
 #                        build/emu/train_gpt2cu_mpi_z2 the host-staged MPI backend (ZERO_COMM=mpi)
 #                        build/emu/train_gpt2cu_nompi_z0 one process without MPI (NO_USE_MPI=1)
-#   make build/emu/lesson/train_gpt2cu_z<S>  the lesson build (ZERO_EXT=0, the ZeRO core alone) at
-#                        stage S (tests/t_30_zero_6_lesson.sh runs stages 0 and 3)
+#   make emu_lesson_binaries  build/emu/lesson/train_gpt2cu_z0, z3: the lesson build (ZERO_EXT=0, the
+#                        ZeRO core alone; any stage: lesson/train_gpt2cu_z<S>), run by t_68_lesson_gpu_emulation
 #   make emu_fma_binaries  the contracted flavor (EMU_CONTRACT, dev/emu/emu_device.h: device code's
 #                        multiply-adds fused as nvcc fuses them, host code's not; needs an FMA CPU):
 #                        build/emu/test_kernels_fma, test_quantize_fma, test_gpt2cu_fma_z0,
@@ -99,6 +99,9 @@ $(EMU_BUILD)/train_gpt2cu_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 		-o $@ $(EMU_LDLIBS)
 
 # The lesson build (ZERO_EXT=0, zero/no_extensions.h): the core and zero/gpu/ without the extension folders.
+EMU_LESSON_BINARIES = $(EMU_BUILD)/lesson/train_gpt2cu_z0 $(EMU_BUILD)/lesson/train_gpt2cu_z3
+.PHONY: emu_lesson_binaries
+emu_lesson_binaries: $(EMU_LESSON_BINARIES)
 $(EMU_BUILD)/lesson/train_gpt2cu_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	@mkdir -p $(EMU_BUILD)/lesson
 	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DZERO_EXT=0 -DEMU_NCCL=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/train_gpt2.cu -x none \
