@@ -2,13 +2,15 @@
 #   make train_gpt2 test_gpt2     CPU build
 #   make test                     build and run every test group (tests/run_all.sh)
 #   ZERO_STAGE=0|1|2|3            compile-time ZeRO stage (default 0)
-#   ZERO_EXT=all|none             none: the lesson build, the ZeRO core without its extensions (train_gpt2)
+#   ZERO_EXT=all|none             none: the lesson build, the ZeRO core without its extensions (train_gpt2,
+#                                 train_gpt2cu; emulated: build/emu/lesson/train_gpt2cu_z<S>)
 #   NO_USE_MPI=auto|0|1           1: build without Open MPI (one process, zero/cluster/mpi_single.h);
 #                                 auto (default): 1 where no working mpicc is found
 CC ?= gcc
 ZERO_STAGE ?= 0
-# ZERO_EXT=all|none: none is the lesson build of train_gpt2, the ZeRO core alone (zero/no_extensions.h
-# instead of the offload, ZeRO++, trace and tied-rows folders); their flags then give one error line.
+# ZERO_EXT=all|none: none is the lesson build of train_gpt2 (and of train_gpt2cu, cuda.mk), the ZeRO core
+# alone (zero/no_extensions.h instead of the offload, ZeRO++, trace and tied-rows folders); their flags
+# then give one error line.
 ZERO_EXT ?= all
 ifeq ($(filter all none,$(ZERO_EXT)),)
 $(error ZERO_EXT=$(ZERO_EXT): expected all (the default) or none (the core alone))

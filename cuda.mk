@@ -1,5 +1,5 @@
 # cuda.mk: the CUDA build, included by the main Makefile (-include cuda.mk).
-#   make train_gpt2cu [ZERO_STAGE=0..3] [GPU_ARCH=90] [ZERO_COMM=nccl|mpi] [NO_USE_MPI=auto|0|1] [USE_CUDNN=1]
+#   make train_gpt2cu [ZERO_STAGE=0..3] [GPU_ARCH=90] [ZERO_COMM=nccl|mpi] [NO_USE_MPI=auto|0|1] [USE_CUDNN=1] [ZERO_EXT=none]
 #                                                        GPU trainer (cuBLASLt, NCCL, Open MPI);
 #                                                        ZERO_COMM=mpi: host-staged MPI collectives
 #                                                        instead of NCCL (several ranks on one GPU);
@@ -8,19 +8,20 @@
 #                                                        where neither mpicc nor MPI_HOME is found;
 #                                                        USE_CUDNN=1: attention through cuDNN's fused
 #                                                        SDPA instead of the own flash kernels (headers
-#                                                        fetched by scripts/cudnn_frontend.sh, -lcudnn)
+#                                                        fetched by scripts/cudnn_frontend.sh, -lcudnn);
+#                                                        ZERO_EXT=none: the lesson build (main Makefile)
 #   make test_gpt2cu                                     GPU model vs the PyTorch reference
 #   make test_kernels                                    build/test_kernels: kernels vs CPU twins
 #   make build/test_quantize_cuda                        ZeRO++ quantize kernels vs their CPU twin
 #   make -j2 cuda_check                                  compile-only check for CI (no GPU needed):
 #       train_gpt2cu for sm_90 at ZERO_STAGE 0..3 and for sm_80, test_gpt2cu and test_kernels for
 #       sm_90 and sm_80, train_gpt2cu with ZERO_COMM=mpi for sm_90 at stage 2, train_gpt2cu without
-#       MPI for sm_90, and train_gpt2cu and test_kernels with USE_CUDNN=1 for sm_90, warnings as
-#       errors, into build/cuda/ under distinct names.
-#   build/cuda/{train,test}_gpt2cu[_mpi|_nompi|_cudnn]_sm<arch>_zero<stage>,
+#       MPI for sm_90, train_gpt2cu and test_kernels with USE_CUDNN=1 for sm_90, and the lesson build
+#       (ZERO_EXT=none) for sm_90 at stage 3, warnings as errors, into build/cuda/ under distinct names.
+#   build/cuda/{train,test}_gpt2cu[_mpi|_nompi|_cudnn]_sm<arch>_zero<stage>, build/cuda/train_gpt2cu_lesson_sm<arch>_zero<stage>,
 #   build/cuda/train_gpt2cu_nompi_cudnn_sm<arch>_zero<stage>, build/cuda/test_kernels[_cudnn]_sm<arch>:
 #       any single configuration by name (_mpi: ZERO_COMM=mpi, no NCCL linked; _nompi: one
-#       process without Open MPI or NCCL, whatever is installed; _cudnn: USE_CUDNN=1).
+#       process without Open MPI or NCCL, whatever is installed; _cudnn: USE_CUDNN=1; _lesson: ZERO_EXT=none).
 # train_gpt2cu and test_gpt2cu rebuild when ZERO_STAGE, GPU_ARCH or ZERO_COMM changes (stamps).
 #
 # Where the libraries come from. By default: MPI flags from `mpicc --showme`, NCCL, cuBLASLt and
@@ -149,7 +150,7 @@ CUDA_HEADERS = $(wildcard kernels/*.cuh kernels/*.h common/*.h common/*.cuh cpu/
 KERNEL_TEST_SOURCES = dev/test_kernels.cu $(wildcard dev/test_kernels/*.cuh)
 
 train_gpt2cu: train_gpt2.cu $(CUDA_HEADERS) $(CUDNN_DEPS)
-	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) -DZERO_STAGE=$(ZERO_STAGE) $(ZERO_COMM_FLAGS) $(CUDNN_FLAGS) $(CUDA_INC) $(TRAIN_MPI_INC) $< -o $@ $(ZERO_COMM_LDLIBS) $(CUDNN_LIB)
+	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) -DZERO_STAGE=$(ZERO_STAGE) $(EXT_CFLAGS) $(ZERO_COMM_FLAGS) $(CUDNN_FLAGS) $(CUDA_INC) $(TRAIN_MPI_INC) $< -o $@ $(ZERO_COMM_LDLIBS) $(CUDNN_LIB)
 
 test_gpt2cu: test_gpt2.cu train_gpt2.cu $(CUDA_HEADERS) $(CUDNN_DEPS)
 	$(NVCC) $(NVCC_BASE) $(NVCC_ARCH) -DZERO_STAGE=$(ZERO_STAGE) $(ZERO_COMM_FLAGS) $(CUDNN_FLAGS) $(CUDA_INC) $(TRAIN_MPI_INC) $< -o $@ $(ZERO_COMM_LDLIBS) $(CUDNN_LIB)
@@ -181,7 +182,8 @@ CUDA_CHECK_TARGETS = $(foreach s,$(CUDA_CHECK_STAGES),$(CUDA_BUILD)/train_gpt2cu
                      $(CUDA_BUILD)/train_gpt2cu_nompi_sm90_zero0 \
                      $(CUDA_BUILD)/test_gpt2cu_sm90_zero0 $(CUDA_BUILD)/test_gpt2cu_sm80_zero0 \
                      $(CUDA_BUILD)/test_kernels_sm90 $(CUDA_BUILD)/test_kernels_sm80 \
-                     $(CUDA_BUILD)/train_gpt2cu_cudnn_sm90_zero0 $(CUDA_BUILD)/test_kernels_cudnn_sm90
+                     $(CUDA_BUILD)/train_gpt2cu_cudnn_sm90_zero0 $(CUDA_BUILD)/test_kernels_cudnn_sm90 \
+                     $(CUDA_BUILD)/train_gpt2cu_lesson_sm90_zero3
 
 cuda_check: $(CUDA_CHECK_TARGETS)
 
@@ -197,6 +199,11 @@ $(CUDA_BUILD)/train_gpt2cu_sm%: train_gpt2.cu $(CUDA_HEADERS)
 $(CUDA_BUILD)/train_gpt2cu_mpi_sm%: train_gpt2.cu $(CUDA_HEADERS)
 	@mkdir -p $(CUDA_BUILD)
 	$(NVCC) $(NVCC_BASE) $(call stem_flags,$*) -DZERO_COMM_MPI=1 $(CUDA_INC) $(CUDA_MPI) $< -o $@ $(CUDA_LDLIBS_MPI)
+
+# The lesson build (ZERO_EXT=0, zero/no_extensions.h: the ZeRO core alone): train_gpt2cu_lesson_sm<arch>_zero<stage>.
+$(CUDA_BUILD)/train_gpt2cu_lesson_sm%: train_gpt2.cu $(CUDA_HEADERS)
+	@mkdir -p $(CUDA_BUILD)
+	$(NVCC) $(NVCC_BASE) $(call stem_flags,$*) -DZERO_EXT=0 $(CUDA_INC) $(NCCL_INC) $(CUDA_MPI) $< -o $@ $(CUDA_LDLIBS)
 
 # One process without Open MPI or NCCL: {train,test}_gpt2cu_nompi_sm<arch>_zero<stage>.
 $(CUDA_BUILD)/train_gpt2cu_nompi_sm%: train_gpt2.cu $(CUDA_HEADERS)

@@ -12,6 +12,8 @@
 #                                                  NCCL's collectives carried by MPI, completing late)
 #                        build/emu/train_gpt2cu_mpi_z2 the host-staged MPI backend (ZERO_COMM=mpi)
 #                        build/emu/train_gpt2cu_nompi_z0 one process without MPI (NO_USE_MPI=1)
+#   make emu_lesson_binaries  build/emu/lesson/train_gpt2cu_z0, z3: the lesson build (ZERO_EXT=0, the
+#                        ZeRO core alone; any stage: lesson/train_gpt2cu_z<S>), run by t_68_lesson_gpu_emulation
 #   make emu_fma_binaries  the contracted flavor (EMU_CONTRACT, dev/emu/emu_device.h: device code's
 #                        multiply-adds fused as nvcc fuses them, host code's not; needs an FMA CPU):
 #                        build/emu/test_kernels_fma, test_quantize_fma, test_gpt2cu_fma_z0,
@@ -94,6 +96,15 @@ $(EMU_BUILD)/test_gpt2cu_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 
 $(EMU_BUILD)/train_gpt2cu_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
 	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DEMU_NCCL=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/train_gpt2.cu -x none \
+		-o $@ $(EMU_LDLIBS)
+
+# The lesson build (ZERO_EXT=0, zero/no_extensions.h): the core and zero/gpu/ without the extension folders.
+EMU_LESSON_BINARIES = $(EMU_BUILD)/lesson/train_gpt2cu_z0 $(EMU_BUILD)/lesson/train_gpt2cu_z3
+.PHONY: emu_lesson_binaries
+emu_lesson_binaries: $(EMU_LESSON_BINARIES)
+$(EMU_BUILD)/lesson/train_gpt2cu_z%: $(EMU_BUILD)/sources.stamp $(EMU_HEADERS)
+	@mkdir -p $(EMU_BUILD)/lesson
+	$(CXX) $(EMU_CXXFLAGS) -DZERO_STAGE=$* -DZERO_EXT=0 -DEMU_NCCL=1 $(EMU_MPI_CFLAGS) -x c++ $(EMU_SRC)/train_gpt2.cu -x none \
 		-o $@ $(EMU_LDLIBS)
 
 # Without MPI (zero/cluster/mpi_single.h): no mpicc flags, no MPI library.

@@ -767,8 +767,8 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    printf("GPT-2 GPU trainer | ZeRO stage %d | world size %d | device %s (sm_%d%d) | collectives %s | attention %s\n",
-           ZERO_STAGE, world_size, prop.name, prop.major, prop.minor, ZERO_COMM_NAME, ATTENTION_IMPLEMENTATION);
+    printf("GPT-2 GPU trainer%s | ZeRO stage %d | world size %d | device %s (sm_%d%d) | collectives %s | attention %s\n",
+           ZERO_EXT ? "" : " (the ZeRO core alone: built with ZERO_EXT=none)", ZERO_STAGE, world_size, prop.name, prop.major, prop.minor, ZERO_COMM_NAME, ATTENTION_IMPLEMENTATION);
     printf("model: %s | L %d | C %d | NH %d | V %d (Vp %d) | maxT %d | parameters %zu\n", init,
            cfg->num_layers, cfg->channels, cfg->num_heads, cfg->vocab_size, cfg->padded_vocab_size,
            cfg->max_seq_len, model->layout.num_parameters);
@@ -776,7 +776,7 @@ static void print_run_config(const TrainArgs* args, const GPT2* model, const cha
            B, T, world_size, grad_accum_steps, total_batch_tokens, max_steps, args->learning_rate,
            args->lr_schedule, args->warmup_steps, args->final_lr_fraction);
     batch_schedule_print_setup(batch);
-    if (z->pp) {
+    if (zero_pp_on(z)) {
         char pp_fields[768];
         logger_record(logger, "zeropp_config", "%s", zero_pp_config_fields(z, grad_accum_steps, pp_fields, sizeof(pp_fields)));
     }

@@ -20,7 +20,7 @@
  *   zero/no_extensions.h the lesson build only: what the trainers call of the extensions, doing nothing
  *
  * Extensions, one folder each; a reader of the core may skip them all (zero/hooks.h names where
- * each steps in). Those marked * are left out of the lesson build (make train_gpt2 ZERO_EXT=none):
+ * each steps in). Those marked * are left out of the lesson build (make ZERO_EXT=none, CPU and GPU):
  *   zero/cluster/    process life across hosts: the launcher's word, MPI_Init bounded by -wt, the
  *                    start-up handshake, each rank's line when a host is lost, the run lock;
  *                    mpi_single.h stands in for Open MPI in a build without it (one process)
@@ -30,8 +30,8 @@
  *   zero/zeropp/  *  ZeRO++ (-qw, -qg, -hp): int8 weight gathers, secondary shard, int4 gradients
  *   zero/tied_rows/ * CPU stages 0, 1 with N > 1: wte's rows reduced right after the LM head
  *   zero/trace/   *  the per-rank timeline of chosen steps (-tr), Chrome trace-event JSON
- *   zero/gpu/        the GPU build's engine: device state, NCCL collectives on the comm stream,
- *                    the engine (bf16 parameters and gradients, fp32 master) and its optimizer
+ *   zero/gpu/        the GPU build's engine: device state, NCCL collectives on the comm stream, the
+ *                    engine (bf16, fp32 master), its optimizer; the lesson build's no_extensions_gpu.cuh
  * Not included: the planner (plan/plan.h, ./plan_gpt2), a model of this engine built on its
  * functions; the trainers' --plan runs its binary (train/plan_exec.h).
  *
@@ -113,7 +113,7 @@
 #define ZERO_STAGE 0
 #endif
 #ifndef ZERO_EXT
-#define ZERO_EXT 1 // 0: the lesson build (make train_gpt2 ZERO_EXT=none): the core alone, zero/no_extensions.h
+#define ZERO_EXT 1 // 0: the lesson build (make train_gpt2|train_gpt2cu ZERO_EXT=none): the core alone, zero/no_extensions.h
 #endif
 #if ZERO_STAGE < 0 || ZERO_STAGE > 3
 #error "ZERO_STAGE must be 0, 1, 2 or 3"
@@ -179,11 +179,14 @@ typedef float ZeroFloat;
 #include "zero/tied_rows/tied_rows_cpu.h"
 #else
 #include "zero/no_extensions.h"
+#include "zero/gpu/no_extensions_gpu.cuh" // its GPU part (nothing in the CPU build)
 #endif
 #if ZERO_GPU_BUILD
 #include "zero/gpu/comm_gpu.cuh"
+#if ZERO_EXT
 #include "zero/offload/offload_gpu.cuh"
 #include "zero/zeropp/zeropp_gpu.cuh"
+#endif
 #include "zero/gpu/engine_gpu.cuh"
 #include "zero/gpu/optimizer_gpu.cuh"
 #endif

@@ -22,11 +22,11 @@ if [ "${1:-}" = quick ]; then targets=("${QUICK_UNIT_TESTS[@]}"); else targets=(
 make -n plan_gpt2 >/dev/null 2>&1 && targets+=(plan_gpt2)
 make -s -j2 train_gpt2 test_gpt2 zero_binaries lesson_binaries "${targets[@]}" || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 if [ $# -eq 0 ]; then
-    # The rest of what groups build (t_12 nompi_binaries; t_38, t_65, t_66, t_67, t_75_cluster_4 the
-    # emulated CUDA build): built here so that no two groups run one rule at the same time.
+    # The rest of what groups build (t_12 nompi_binaries; t_38, t_65, t_66, t_67, t_68, t_75_cluster_4
+    # the emulated CUDA build): built here so that no two groups run one rule at the same time.
     make -s -j2 nompi_binaries >/dev/null 2>&1 || echo "note: make nompi_binaries failed; t_12 will say why"
     if [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_runtime.h" ]; then
-        make -s -j2 emu_binaries >/dev/null 2>&1 || echo "note: make emu_binaries failed; the emulation groups will say why"
+        make -s -j2 emu_binaries emu_lesson_binaries >/dev/null 2>&1 || echo "note: make emu_binaries failed; the emulation groups will say why"
     fi
 fi
 # Two groups at a time once everything is built; with a pattern the groups build what else they

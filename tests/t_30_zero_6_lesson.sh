@@ -15,6 +15,7 @@
 # - Each extension's flag (-zo, -zp, -zd, -qw, -qg, -hp, -tr) is one error line naming the flag
 #   and the build, exit 1, under mpirun -np 2 too.
 # - A lesson rank and a default rank in one job are told apart by the start-up handshake.
+# (The GPU trainer's lesson build, in the emulation: tests/t_68_lesson_gpu_emulation.sh.)
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/zero_common.sh"
 zero_setup

@@ -3,9 +3,10 @@
 # train_gpt2cu for sm_90 at ZeRO stages 0-3 and for sm_80, train_gpt2cu with the host-staged MPI
 # collective backend (ZERO_COMM=mpi) for sm_90, test_gpt2cu and test_kernels for sm_90 and sm_80,
 # and train_gpt2cu and test_kernels with cuDNN's attention (USE_CUDNN=1; the cuDNN frontend's
-# headers are fetched from PyPI by scripts/cudnn_frontend.sh when missing) for sm_90
-# (make cuda_check). No GPU is needed or used; nothing here runs a kernel.
-# One PASS/FAIL line per compiled configuration. About 70 s on 2 cores (make -j2).
+# headers are fetched from PyPI by scripts/cudnn_frontend.sh when missing) for sm_90, and the
+# lesson build (ZERO_EXT=none, the ZeRO core alone) for sm_90 at stage 3 (make cuda_check). No GPU
+# is needed or used; nothing here runs a kernel.
+# One PASS/FAIL line per compiled configuration. About 80 s on 2 cores (make -j2).
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
 

@@ -6,10 +6,10 @@
  * clean-up (comm_mpi.h's zero_at_abort). A reader of the core may skip every folder below zero/ and
  * read these lines as "here an extension may step in".
  *
- * ZERO_EXT (zero.cuh; 1 by default, 0 in the lesson build `make train_gpt2 ZERO_EXT=none`): with 0
- * the extension folders are not compiled, each hook below is an empty function and
- * zero/no_extensions.h stands in for what the trainers call, so the core builds and runs alone
- * (stages 0-3, rings overlapped with backward, accumulation, checkpoints, GNS, the handshake).
+ * ZERO_EXT (zero.cuh; 1 by default, 0 in the lesson build `make train_gpt2|train_gpt2cu ZERO_EXT=none`):
+ * with 0 the extension folders are not compiled, each hook below is an empty function and
+ * zero/no_extensions.h (GPU: also zero/gpu/no_extensions_gpu.cuh) stands in for what the trainers call,
+ * so the core builds and runs alone (stages 0-3, overlapped collectives, accumulation, checkpoints, GNS, the handshake).
  *
  * Needs: zero/engine.h (ZeroEngine, ZeroOp, ZeroWorkingUnit, AdamWConfig), zero/layout.h (ZeroBuffer).
  * Definitions: in each extension's folder (named beside each declaration; GPU: the .cuh files).
@@ -20,9 +20,6 @@
 #error "include zero.cuh, not this file"
 #endif
 
-#if !ZERO_EXT && ZERO_GPU_BUILD
-#error "ZERO_EXT=0 (the lesson build) is the CPU build's; the GPU build keeps its extensions"
-#endif
 // Each hook below is `signature ZERO_HOOK(body)`: with the extensions a declaration (defined in the
 // extension's folder); in the lesson build the hook's own definition, `body` (doing nothing).
 #if ZERO_EXT

@@ -1,6 +1,6 @@
 /*
- * zero/no_extensions.h: the lesson build only (make train_gpt2 ZERO_EXT=none, -DZERO_EXT=0), where
- * zero.cuh includes it instead of the offload, ZeRO++, trace and tied-rows folders. The engine's
+ * zero/no_extensions.h: the lesson build only (make train_gpt2|train_gpt2cu ZERO_EXT=none, -DZERO_EXT=0),
+ * where zero.cuh includes it instead of the offload, ZeRO++, trace and tied-rows folders. The engine's
  * hooks are empty there (zero/hooks.h); here is what the trainers call of those extensions, under
  * the extensions' own names: their flags give one error line, the rest does nothing.
  */
@@ -14,7 +14,7 @@
 #endif
 
 // The one line each extension's flag gets in this build.
-#define ZERO_NO_EXT_FMT "error: %s: this build has no %s (built with make ZERO_EXT=none, the core alone); expected %s, or the default build (make train_gpt2)"
+#define ZERO_NO_EXT_FMT "error: %s: this build has no %s (built with make ZERO_EXT=none, the core alone); expected %s, or the default build (ZERO_EXT=all)"
 
 // ---- offload and NVMe (-zo, -zp, -zd): only "none" is accepted ----
 static int zero_placement_parse(const char* s, int* placement) { *placement = strcmp(s, "none") != 0; return 0; }

@@ -142,6 +142,7 @@ static void zero_hook_pp_abort_comms(ZeroEngine* z) {
 
 // The model says which pass the gathers from now on serve (zero/zeropp/zeropp.h's zero_pp_pass).
 static void zero_pp_pass(ZeroEngine* z, int backward) { if (z->pp) z->pp->backward = backward; }
+static int zero_pp_on(const ZeroEngine* z) { return z->pp != NULL; } // any of -qw, -qg, -hp (as zeropp.h's)
 
 // Stage 3: w's gather is queued on the comm stream (plain or qwZ): a forward gather copies this
 // rank's 1/K slice of the unit into the hpZ secondary behind it; then w->op.done (again).
