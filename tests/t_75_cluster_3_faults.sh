@@ -74,7 +74,9 @@ WT_LINK=20
 start=$(date +%s)
 crun "$CT/link.out" node0:2,node1:2 4 1 -b 3 -x 500 -wt $WT_LINK &
 job=$!
-for _ in $(seq 1 120); do grep -q "^step     3/" "$CT/link.out" 2>/dev/null && break; sleep 1; done
+# Until step 3, however long the launch takes (before: at most 120 polls, then the cable was cut
+# anyway); the run is bounded by crun's timeout.
+while ! grep -q "^step     3/" "$CT/link.out" 2>/dev/null && kill -0 $job 2>/dev/null; do sleep 0.5; done
 cluster_link node1 down
 start=$(date +%s)
 wait $job; rc=$?
@@ -96,7 +98,7 @@ lock_case() { # lock_case NAME DIR HOSTS_B NP_B: run A on both hosts, then B (HO
     local name=$1 dir=$2 hosts_b=$3 np_b=$4 pid
     crun "$dir.a.out" node0:2,node1:2 4 1 -b 3 -x 500 -o "$dir" &
     local job=$!
-    for _ in $(seq 1 120); do grep -q "^step     3/" "$dir.a.out" 2>/dev/null && break; sleep 1; done
+    while ! grep -q "^step     3/" "$dir.a.out" 2>/dev/null && kill -0 $job 2>/dev/null; do sleep 0.5; done
     start=$(date +%s)
     crun "$dir.b.out" "$hosts_b" "$np_b" 1 -b $((12 / np_b)) -x 500 -o "$dir" -y 1; rc=$?
     KEEP_OTHERS=1 ends_within "$name" 30 "$dir.b.out" \
