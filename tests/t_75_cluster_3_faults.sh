@@ -38,8 +38,8 @@ ends_within() {
     fi
 }
 mpmd() { # mpmd OUT ARGS...: node0's two ranks and node1's two, each group its own command line
-    cluster_exec node0 timeout -k 5 300 "${CL_MPIRUN[@]}" "${KEEPALIVE[@]}" -x OMP_NUM_THREADS -x ZERO_TEST_FAULT="${ZERO_TEST_FAULT:-}" \
-        -H node0:2,node1:2 "${@:2}" >"$1" 2>&1
+    cl_launch "$1" cluster_exec node0 timeout -k 5 300 "${CL_MPIRUN[@]}" "${KEEPALIVE[@]}" -x OMP_NUM_THREADS -x ZERO_TEST_FAULT="${ZERO_TEST_FAULT:-}" \
+        -H node0:2,node1:2 "${@:2}"
 }
 one_line() { [ "$(grep -c '^error' "$1")" -eq 1 ]; }
 
@@ -133,7 +133,7 @@ if [ "$rc0" -eq 1 ] && [ "$rc1" -eq 1 ] && [ -z "$out1" ] && [ "$(grep -c . <<<"
 else
     echo "FAIL launcher_tasks_without_one_mpi_job_one_error_line: exit $rc0/$rc1: $out0 | $out1"
 fi
-cluster_exec node0 timeout 120 "${CL_MPIRUN[@]}" -x OMP_NUM_THREADS -H node0:1,node1:1 -np 2 "$BIN/train_gpt2_z0" \
-    "${CLUSTER_TEST_ARGS[@]}" -i "$CT/train.bin" -b 3 -x 1 >"$CT/note.out" 2>&1
+cl_launch "$CT/note.out" cluster_exec node0 timeout 120 "${CL_MPIRUN[@]}" -x OMP_NUM_THREADS -H node0:1,node1:1 -np 2 "$BIN/train_gpt2_z0" \
+    "${CLUSTER_TEST_ARGS[@]}" -i "$CT/train.bin" -b 3 -x 1
 check cluster_without_keepalive_options_says_partition_would_hang \
     grep -q "^note: 2 hosts and -wt 300 s, but Open MPI notices a lost host after 480 s (oob_tcp_keepalive_time 300 + intvl 20 x probes 9)" "$CT/note.out"
