@@ -31,7 +31,7 @@ ends_within() {
     left=$([ -z "${KEEP_OTHERS:-}" ] && cluster_leftovers)
     while [ -n "$left" ] && [ $waited -lt 15 ]; do sleep 1; waited=$((waited + 1)); left=$(cluster_leftovers); done
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le "$limit" ] && [ -z "$missing" ] && [ -z "$left" ]; then
-        echo "PASS $name"
+        echo "PASS $name"; echo "INFO $name: ended after $took s (limit $limit)"
     else
         echo "FAIL $name: exit $rc after $took s (limit $limit); missing:${missing:- none}; left: ${left:-none}; $(grep -m2 '^error' "$out" | tr '\n' ' ')"
         for pid in $(cluster_leftovers | cut -d' ' -f1); do kill -KILL "$pid" 2>/dev/null; done
