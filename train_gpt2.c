@@ -693,6 +693,7 @@ int main(int argc, char** argv) {
             double t0 = wall_seconds();
             DataLoaderState data = dataloader_get_state(&train_loader);
             batch->state.tokens_seen = tokens_seen;
+            test_fault_before_signal_checkpoint(&run.fault);
             if (args.output_dir) zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, &batch->state, &gns.meter);
             exit_status = signal_checkpoint_finish(z, signal, args.output_dir, step, wall_seconds() - t0);
             break;

@@ -994,6 +994,7 @@ int main(int argc, char** argv) {
             double t0 = zero_clock();
             DataLoaderState data = dataloader_get_state(&train_loader);
             batch->state.tokens_seen = stats.tokens_seen;
+            test_fault_before_signal_checkpoint(&run.fault);
             if (args.output_dir) zero_checkpoint_save(z, args.output_dir, step, data.shard_index, data.position, args.seed, &batch->state, &gns.meter);
             exit_status = signal_checkpoint_finish(z, signal, args.output_dir, step, zero_clock() - t0);
             break;

@@ -29,6 +29,10 @@ typedef struct { FILE* f; char path[4096]; char tmp_path[4096 + 8]; } AtomicFile
 static char atomic_file_unfinished_path[4096 + 8];
 static volatile sig_atomic_t atomic_file_unfinished_set;
 
+// Tests only (ZERO_TEST_FAULT=slowsave:N, common/test_fault.h): seconds a complete file stays under
+// its temporary name before atomic_file_commit renames it; 0: none.
+static unsigned atomic_file_hold_s;
+
 static void atomic_file_forget_unfinished(void) { __atomic_store_n(&atomic_file_unfinished_set, 0, __ATOMIC_RELEASE); }
 
 // Async-signal-safe: remove the temporary file being written, if any.
@@ -62,6 +66,7 @@ static void atomic_file_write(AtomicFile* af, const void* data, size_t bytes) {
 }
 
 static void atomic_file_commit(AtomicFile* af) {
+    if (atomic_file_hold_s > 0) sleep(atomic_file_hold_s); // a signal's handler may end the rank here
     if (fflush(af->f) != 0 || fclose(af->f) != 0) {
         fprintf(stderr, "error: %s: close failed (%s); expected the file to be flushed\n", af->tmp_path, strerror(errno));
         remove(af->tmp_path);

@@ -8,8 +8,11 @@
  *   "startstall:R" rank R stops responding right after MPI starts, before the handshake (a rank
  *                that never arrives);
  *   "launchstop:R" rank R (the launcher's rank variable) stops itself with SIGSTOP right after
- *                launch, before MPI_Init (a rank stalled at start-up: the start-up watchdog).
- * Host C, header-only, libc only.
+ *                launch, before MPI_Init (a rank stalled at start-up: the start-up watchdog);
+ *   "slowsave:N" a checkpoint written on a signal (train/signal_checkpoint.h) holds each of its
+ *                files, complete, N seconds under its temporary name before the rename (a slow
+ *                disk: the window a second signal must land in, tests/t_30_zero_5_signal.sh).
+ * Host C, header-only, libc and common/atomic_file.h only.
  */
 #ifndef TEST_FAULT_H
 #define TEST_FAULT_H
@@ -20,11 +23,12 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "common/atomic_file.h"
 
-typedef struct { char kind[8]; int rank, step; } TestFault;
+typedef struct { char kind[8]; int rank, step, seconds; } TestFault;
 
 static TestFault test_fault_from_env(void) {
-    TestFault f = {"", -1, -1};
+    TestFault f = {"", -1, -1, 0};
     const char* s = getenv("ZERO_TEST_FAULT");
     if (s == NULL || *s == '\0') return f;
     if (sscanf(s, "stall:%d@%d", &f.rank, &f.step) == 2) strcpy(f.kind, "stall");
@@ -32,7 +36,8 @@ static TestFault test_fault_from_env(void) {
     else if (sscanf(s, "stop@%d", &f.step) == 1) strcpy(f.kind, "stop");
     else if (sscanf(s, "startstall:%d", &f.rank) == 1) strcpy(f.kind, "start");
     else if (sscanf(s, "launchstop:%d", &f.rank) == 1) strcpy(f.kind, "launch");
-    else { fprintf(stderr, "error: ZERO_TEST_FAULT=%s: unknown; expected stall:R@S, exit:R@S, stop@S, startstall:R or launchstop:R\n", s); exit(1); }
+    else if (sscanf(s, "slowsave:%d", &f.seconds) == 1 && f.seconds > 0) strcpy(f.kind, "slow");
+    else { fprintf(stderr, "error: ZERO_TEST_FAULT=%s: unknown; expected stall:R@S, exit:R@S, stop@S, startstall:R, launchstop:R or slowsave:N\n", s); exit(1); }
     return f;
 }
 
@@ -74,6 +79,11 @@ static int test_fault_at_step(const TestFault* f, int step, int rank) {
         return 1;
     }
     return 0;
+}
+
+// Called before a checkpoint on a signal is written: "slowsave:N" holds each of its files N s.
+static void test_fault_before_signal_checkpoint(const TestFault* f) {
+    if (strcmp(f->kind, "slow") == 0) atomic_file_hold_s = (unsigned)f->seconds;
 }
 
 #endif // TEST_FAULT_H

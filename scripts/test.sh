@@ -27,6 +27,11 @@ if [ $# -eq 0 ]; then
     make -s -j2 nompi_binaries >/dev/null 2>&1 || echo "note: make nompi_binaries failed; t_12 will say why"
     if [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_runtime.h" ]; then
         make -s -j2 emu_binaries emu_lesson_binaries >/dev/null 2>&1 || echo "note: make emu_binaries failed; the emulation groups will say why"
+        # The contracted flavor where the CPU has FMA: t_65 (emu_fma_binaries) and t_67
+        # (its train_gpt2cu_fma_z2) each build it, and may run side by side.
+        if grep -qw fma /proc/cpuinfo; then
+            make -s -j2 emu_fma_binaries >/dev/null 2>&1 || echo "note: make emu_fma_binaries failed; t_65 and t_67 will say why"
+        fi
     fi
 fi
 # Two groups at a time once everything is built; with a pattern the groups build what else they

@@ -92,7 +92,8 @@ cluster_up() {
     for host in "${CL_HOSTS[@]}"; do
         while [ ! -s "$CL_DIR/$host.pid" ]; do
             sleep 0.1; waited=$((waited + 1))
-            if [ $waited -gt 100 ]; then echo "cluster_up: $host did not start: $(cat "$CL_DIR/$host.holder.log")" >&2; return 1; fi
+            # 60 s for all hosts (before: 10 s, which a loaded machine's namespace set-up can take)
+            if [ $waited -gt 600 ]; then echo "cluster_up: $host did not start: $(cat "$CL_DIR/$host.holder.log")" >&2; return 1; fi
         done
     done
     # The agent finds the holders through CLUSTER_DIR (passed on to every host it logs into).

@@ -6,6 +6,8 @@
 #   crun OUT HOSTS NP STAGE ARGS  build/train_gpt2_zSTAGE on NP ranks placed by -H HOSTS, launched
 #                                 from node0 over the rsh agent, TCP between hosts; the small test
 #                                 config, output in OUT (stdout and stderr); bounded by timeout
+#   cl_launch OUT CMD...          CMD (an mpirun across the cluster), output in OUT, run once more
+#                                 when Open MPI's remote daemon did not start (crun's launcher)
 #   ref_run DIR B ARGS            the same config as one process on this machine (the reference)
 #   took_since START              seconds since START (date +%s)
 # Open MPI needs --allow-run-as-root as root and --oversubscribe for more ranks than cores; the
@@ -39,22 +41,31 @@ KEEPALIVE=(--mca oob_tcp_keepalive_time 3 --mca oob_tcp_keepalive_intvl 1 --mca 
 CLUSTER_TEST_ARGS=(-e d2 -t 8 -l 1e-3 -s 0 -v 0)
 BIN="$PWD/build"
 
-# crun OUT HOSTS NP STAGE ARGS: mpirun of build/train_gpt2_zSTAGE from node0 onto HOSTS, output in OUT.
-# Once only, it starts again when Open MPI's remote daemon never came up (its "failed-daemon-launch"
-# or "failed-daemon" message, no rank having printed a line): seen once on CI with two groups
-# sharing 2 cores, before any of the trainer's code ran; the retry is said on stdout (INFO).
-crun() {
-    local out=$1 hosts=$2 np=$3 stage=$4; shift 4
+# cl_launch OUT CMD...: CMD (an mpirun from node0 onto the cluster), stdout and stderr in OUT.
+# Once only, it runs CMD again when Open MPI's remote daemon never came up (its
+# "failed-daemon-launch" or "failed-daemon" message, and no rank having printed a line): seen once
+# on CI with two groups sharing 2 cores, before any of the trainer's code ran; the retry is said on
+# stdout (INFO) and sets $start (the caller's, for limits measured from it) anew: what is timed is
+# the run that ran. Every mpirun across the cluster goes through here.
+cl_launch() {
+    local out=$1; shift
     local attempt rc
     for attempt in 1 2; do
-        cluster_exec node0 timeout -k 5 300 "${CL_MPIRUN[@]}" "${KEEPALIVE[@]}" -x OMP_NUM_THREADS -x ZERO_TEST_FAULT="${ZERO_TEST_FAULT:-}" -H "$hosts" -np "$np" \
-            "$BIN/train_gpt2_z$stage" "${CLUSTER_TEST_ARGS[@]}" -i "$CT/train.bin" -j "$CT/val.bin" "$@" >"$out" 2>&1
+        "$@" >"$out" 2>&1
         rc=$?
-        [ "$rc" -ne 0 ] && [ "$attempt" -eq 1 ] && ! grep -q "GPT-2 CPU trainer" "$out" &&
+        [ "$rc" -ne 0 ] && [ "$attempt" -eq 1 ] && ! grep -qE "^(GPT-2 (CPU|GPU) trainer|error: rank|test fault|step )" "$out" &&
             grep -q "unable to reliably start one or more daemons\|daemon has unexpectedly failed after launch" "$out" || return "$rc"
-        echo "INFO crun $(basename "$out"): Open MPI's daemon did not start on a host (exit $rc, no rank started); running it again"
+        echo "INFO launch $(basename "$out"): Open MPI's daemon did not start on a host (exit $rc, no rank started); running it again"
         mv "$out" "$out.first"
+        start=$(date +%s)
     done
+}
+
+# crun OUT HOSTS NP STAGE ARGS: mpirun of build/train_gpt2_zSTAGE from node0 onto HOSTS, output in OUT.
+crun() {
+    local out=$1 hosts=$2 np=$3 stage=$4; shift 4
+    cl_launch "$out" cluster_exec node0 timeout -k 5 300 "${CL_MPIRUN[@]}" "${KEEPALIVE[@]}" -x OMP_NUM_THREADS -x ZERO_TEST_FAULT="${ZERO_TEST_FAULT:-}" -H "$hosts" -np "$np" \
+        "$BIN/train_gpt2_z$stage" "${CLUSTER_TEST_ARGS[@]}" -i "$CT/train.bin" -j "$CT/val.bin" "$@"
 }
 
 ref_run() {

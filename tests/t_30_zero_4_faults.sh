@@ -64,7 +64,7 @@ ZERO_TEST_FAULT=stall:1@3 timeout 120 "${MPIRUN[@]}" -np 3 build/train_gpt2_z3 -
 rc=$?; took=$(( $(date +%s) - start ))
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le 30 ] \
     && grep -qE "^error: rank [02] \([^)]*\): all_gather of parameters, unit [0-9]+ \([a-z0-9 ]+\), at step 4 waited [0-9.]+ s, longer than -wt 3 s" "$ZT/stall.out"; then
-    echo "PASS zero3_np3_stuck_rank_diagnosed_and_all_ranks_aborted"
+    echo "PASS zero3_np3_stuck_rank_diagnosed_and_all_ranks_aborted"; echo "INFO zero3_np3_stuck_rank_diagnosed_and_all_ranks_aborted: ended after $took s (limit 30)"
 else
     echo "FAIL zero3_np3_stuck_rank_diagnosed_and_all_ranks_aborted: exit $rc after $took s; $(grep '^error' "$ZT/stall.out" | head -1)"
 fi
@@ -72,7 +72,7 @@ start=$(date +%s)
 ZERO_TEST_FAULT=stall:0@2 timeout 120 "${MPIRUN[@]}" -np 2 build/train_gpt2_z0 -e d2 -t 8 -b 2 -x 10 -v 0 -s 0 -i "$ZT/train.bin" -wt 3 >"$ZT/stall0.out" 2>&1
 rc=$?; took=$(( $(date +%s) - start ))
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le 30 ] && grep -qE "^error: rank 1 \([^)]*\): all_reduce of gradients, unit [0-9]+ .*at step 3 waited" "$ZT/stall0.out"; then
-    echo "PASS zero0_np2_stuck_rank_diagnosed_and_all_ranks_aborted"
+    echo "PASS zero0_np2_stuck_rank_diagnosed_and_all_ranks_aborted"; echo "INFO zero0_np2_stuck_rank_diagnosed_and_all_ranks_aborted: ended after $took s (limit 30)"
 else
     echo "FAIL zero0_np2_stuck_rank_diagnosed_and_all_ranks_aborted: exit $rc after $took s; $(grep '^error' "$ZT/stall0.out" | head -1)"
 fi
@@ -80,7 +80,7 @@ start=$(date +%s)
 ZERO_TEST_FAULT=exit:2@3 timeout 120 "${MPIRUN[@]}" -np 3 build/train_gpt2_z2 -e d2 -t 8 -b 2 -x 10 -v 0 -s 0 -i "$ZT/train.bin" -wt 20 >"$ZT/exit.out" 2>&1
 rc=$?; took=$(( $(date +%s) - start ))
 if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le 30 ]; then
-    echo "PASS zero2_np3_crashed_rank_ends_the_job"
+    echo "PASS zero2_np3_crashed_rank_ends_the_job"; echo "INFO zero2_np3_crashed_rank_ends_the_job: ended after $took s (limit 30)"
 else
     echo "FAIL zero2_np3_crashed_rank_ends_the_job: exit $rc after $took s"
 fi
@@ -93,7 +93,7 @@ mpmd_schedule() { # mpmd_schedule NAME PATTERN "RANK0 FLAGS" "RANK1 FLAGS"
     timeout 120 "${MPIRUN[@]}" -np 1 build/train_gpt2_z1 "${common[@]}" $3 : -np 1 build/train_gpt2_z1 "${common[@]}" $4 >"$out" 2>&1
     rc=$?; took=$(( $(date +%s) - start ))
     if [ "$rc" -eq 1 ] && [ "$took" -le 35 ] && [ "$(grep -c '^error' "$out")" -eq 1 ] && grep -qE "$pattern" "$out"; then
-        echo "PASS $name"
+        echo "PASS $name"; echo "INFO $name: ended after $took s (limit 35)"
     else
         echo "FAIL $name: exit $rc after $took s; $(grep -c '^error' "$out") error lines; $(grep -m2 -E '^error|rror' "$out" | tr '\n' ' ')"
     fi

@@ -19,7 +19,9 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$secs" -le 30 ] && [ "$lines" -eq 
     echo "PASS ${name}"
 else echo "FAIL ${name}: exit $rc after $secs s, $lines watchdog lines: $(grep -v '^-' "$ZT/wd.out" | head -3 | tr '\n' ' ')"; fi
 echo "INFO ${name}: ended after $secs s (-wt 5)"
-sleep 1
+# Ranks that mpirun's teardown has signalled may take a moment to go on a loaded machine: polled
+# up to 15 s (before: one fixed 1 s sleep); one stopped or orphaned for good stays and fails.
 left=$(pgrep -f -- "-o $ZT/wd")
+for _ in $(seq 150); do [ -z "$left" ] && break; sleep 0.1; left=$(pgrep -f -- "-o $ZT/wd"); done
 if [ -z "$left" ]; then echo "PASS ${name}_no_process_left"
 else echo "FAIL ${name}_no_process_left: $(ps -o pid=,stat=,args= -p $(echo $left | tr ' ' ',') | head -2 | tr '\n' ' ')"; kill -KILL $left 2>/dev/null; fi

@@ -120,7 +120,8 @@ else echo "FAIL offload_disk_full_mid_run_one_error_line: exit $rc; $(grep -E '^
 mkdir -p "$ZT/nv2"
 build/train_gpt2_z2 -e d2 -t 8 -b 12 -x 500 -v 0 -s 0 -i "$ZT/train.bin" -zo nvme -zd "$ZT/nv2" >"$ZT/changed.out" 2>&1 &
 pid=$!
-for _ in $(seq 300); do grep -q "^step     2/" "$ZT/changed.out" && break; sleep 0.1; done
+# Until step 2 (the offload file is written by then), as long as start-up takes; the run is bounded below.
+while ! grep -q "^step     2/" "$ZT/changed.out" && kill -0 $pid 2>/dev/null; do sleep 0.1; done
 f=$(ls "$ZT"/nv2/zero_offload_* 2>/dev/null | head -1)
 [ -n "$f" ] && dd if=/dev/urandom of="$f" bs=1M count=$(( $(stat -c %s "$f") / 1048576 )) conv=notrunc status=none
 for _ in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done

@@ -345,7 +345,9 @@ fi
 mkdir -p "$ZT/probe_kill"
 "${PLAN[@]}" --plan cpu -pj - -np 1 -zo nvme -zd "$ZT/probe_kill" >"$ZT/probe_kill.out" 2>&1 & probe_pid=$!
 seen=""
-for i in $(seq 1 300); do seen=$(ls -l "/proc/$probe_pid/fd" 2>/dev/null | grep -o 'zero_plan_probe_.*'); [ -n "$seen" ] && break; sleep 0.05; done
+# Polled while the plan runs (before: at most 300 polls, ~15 s, then killed anyway: a loaded
+# machine's slower start would have failed the check with nothing seen).
+while kill -0 "$probe_pid" 2>/dev/null; do seen=$(ls -l "/proc/$probe_pid/fd" 2>/dev/null | grep -o 'zero_plan_probe_.*'); [ -n "$seen" ] && break; sleep 0.05; done
 kill -TERM "$probe_pid" 2>/dev/null; wait "$probe_pid"; rc=$?
 check plan_disk_probe_sigterm_leaves_nothing test "$rc:$seen:$(ls -A "$ZT/probe_kill")" = "143:zero_plan_probe_$probe_pid.bin (deleted):"
 # Nothing fits: the rows are the answer, exit 1 has its one error line.

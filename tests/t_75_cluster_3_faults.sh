@@ -31,15 +31,15 @@ ends_within() {
     left=$([ -z "${KEEP_OTHERS:-}" ] && cluster_leftovers)
     while [ -n "$left" ] && [ $waited -lt 15 ]; do sleep 1; waited=$((waited + 1)); left=$(cluster_leftovers); done
     if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$took" -le "$limit" ] && [ -z "$missing" ] && [ -z "$left" ]; then
-        echo "PASS $name"
+        echo "PASS $name"; echo "INFO $name: ended after $took s (limit $limit)"
     else
         echo "FAIL $name: exit $rc after $took s (limit $limit); missing:${missing:- none}; left: ${left:-none}; $(grep -m2 '^error' "$out" | tr '\n' ' ')"
         for pid in $(cluster_leftovers | cut -d' ' -f1); do kill -KILL "$pid" 2>/dev/null; done
     fi
 }
 mpmd() { # mpmd OUT ARGS...: node0's two ranks and node1's two, each group its own command line
-    cluster_exec node0 timeout -k 5 300 "${CL_MPIRUN[@]}" "${KEEPALIVE[@]}" -x OMP_NUM_THREADS -x ZERO_TEST_FAULT="${ZERO_TEST_FAULT:-}" \
-        -H node0:2,node1:2 "${@:2}" >"$1" 2>&1
+    cl_launch "$1" cluster_exec node0 timeout -k 5 300 "${CL_MPIRUN[@]}" "${KEEPALIVE[@]}" -x OMP_NUM_THREADS -x ZERO_TEST_FAULT="${ZERO_TEST_FAULT:-}" \
+        -H node0:2,node1:2 "${@:2}"
 }
 one_line() { [ "$(grep -c '^error' "$1")" -eq 1 ]; }
 
@@ -74,7 +74,9 @@ WT_LINK=20
 start=$(date +%s)
 crun "$CT/link.out" node0:2,node1:2 4 1 -b 3 -x 500 -wt $WT_LINK &
 job=$!
-for _ in $(seq 1 120); do grep -q "^step     3/" "$CT/link.out" 2>/dev/null && break; sleep 1; done
+# Until step 3, however long the launch takes (before: at most 120 polls, then the cable was cut
+# anyway); the run is bounded by crun's timeout.
+while ! grep -q "^step     3/" "$CT/link.out" 2>/dev/null && kill -0 $job 2>/dev/null; do sleep 0.5; done
 cluster_link node1 down
 start=$(date +%s)
 wait $job; rc=$?
@@ -96,7 +98,7 @@ lock_case() { # lock_case NAME DIR HOSTS_B NP_B: run A on both hosts, then B (HO
     local name=$1 dir=$2 hosts_b=$3 np_b=$4 pid
     crun "$dir.a.out" node0:2,node1:2 4 1 -b 3 -x 500 -o "$dir" &
     local job=$!
-    for _ in $(seq 1 120); do grep -q "^step     3/" "$dir.a.out" 2>/dev/null && break; sleep 1; done
+    while ! grep -q "^step     3/" "$dir.a.out" 2>/dev/null && kill -0 $job 2>/dev/null; do sleep 0.5; done
     start=$(date +%s)
     crun "$dir.b.out" "$hosts_b" "$np_b" 1 -b $((12 / np_b)) -x 500 -o "$dir" -y 1; rc=$?
     KEEP_OTHERS=1 ends_within "$name" 30 "$dir.b.out" \
@@ -131,7 +133,7 @@ if [ "$rc0" -eq 1 ] && [ "$rc1" -eq 1 ] && [ -z "$out1" ] && [ "$(grep -c . <<<"
 else
     echo "FAIL launcher_tasks_without_one_mpi_job_one_error_line: exit $rc0/$rc1: $out0 | $out1"
 fi
-cluster_exec node0 timeout 120 "${CL_MPIRUN[@]}" -x OMP_NUM_THREADS -H node0:1,node1:1 -np 2 "$BIN/train_gpt2_z0" \
-    "${CLUSTER_TEST_ARGS[@]}" -i "$CT/train.bin" -b 3 -x 1 >"$CT/note.out" 2>&1
+cl_launch "$CT/note.out" cluster_exec node0 timeout 120 "${CL_MPIRUN[@]}" -x OMP_NUM_THREADS -H node0:1,node1:1 -np 2 "$BIN/train_gpt2_z0" \
+    "${CLUSTER_TEST_ARGS[@]}" -i "$CT/train.bin" -b 3 -x 1
 check cluster_without_keepalive_options_says_partition_would_hang \
     grep -q "^note: 2 hosts and -wt 300 s, but Open MPI notices a lost host after 480 s (oob_tcp_keepalive_time 300 + intvl 20 x probes 9)" "$CT/note.out"

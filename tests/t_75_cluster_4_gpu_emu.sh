@@ -28,8 +28,8 @@ EMU_ARGS=(-e "$PWD/dev/reference/gpt2_ref_model.bin" -t 32 -x 3 -v 0 -s 0 -n 0 -
 # erun OUT DEVICES HOSTS NP B [WRAPPER]: the emulated NCCL trainer at stage 2.
 erun() {
     local out=$1 devices=$2 hosts=$3 np=$4 b=$5 wrapper=${6:-}
-    cluster_exec node0 env EMU_DEVICE_COUNT="$devices" timeout -k 5 600 "${CL_MPIRUN[@]}" "${KEEPALIVE[@]}" -x OMP_NUM_THREADS \
-        -x EMU_DEVICE_COUNT -H "$hosts" -np "$np" $wrapper "$BIN/emu/train_gpt2cu_z2" "${EMU_ARGS[@]}" -b "$b" -o "$out" >"$out.out" 2>&1
+    cl_launch "$out.out" cluster_exec node0 env EMU_DEVICE_COUNT="$devices" timeout -k 5 600 "${CL_MPIRUN[@]}" "${KEEPALIVE[@]}" -x OMP_NUM_THREADS \
+        -x EMU_DEVICE_COUNT -H "$hosts" -np "$np" $wrapper "$BIN/emu/train_gpt2cu_z2" "${EMU_ARGS[@]}" -b "$b" -o "$out"
 }
 if ! EMU_DEVICE_COUNT=1 timeout 600 "$BIN/emu/train_gpt2cu_z2" "${EMU_ARGS[@]}" -b 8 -o "$CT/ref" >"$CT/ref.out" 2>&1; then
     echo "FAIL cluster_gpu_emu_reference_run: $(grep -v -i tokenizer "$CT/ref.out" | tail -2 | tr '\n' ' ')"; exit 0
