@@ -46,3 +46,14 @@ cmp_run_files() {
     case "$(basename "$1")" in model_*) at=44 ;; state_*) at=224 ;; *) cmp "$1" "$2"; return ;; esac
     cmp -n "$at" "$1" "$2" && cmp -i $((at + 8)) "$1" "$2"
 }
+
+# cuda_headers NAME WHAT: 0 when the CUDA toolkit's headers are there (the emulation under dev/emu
+# needs them, not a GPU; CUDA_HOME is exported); else one line and 1: FAIL NAME on CI, which has
+# the toolkit, or SKIP NAME elsewhere, saying that WHAT did not run.
+cuda_headers() {
+    [ -d /usr/local/cuda/include ] && export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+    [ -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_runtime.h" ] && return 0
+    if [ -n "${CI:-}" ]; then echo "FAIL $1: cuda_runtime.h not found under ${CUDA_HOME:-/usr/local/cuda}; expected the CUDA toolkit on CI"
+    else echo "SKIP $1: no CUDA toolkit headers; $2 did not run"; fi
+    return 1
+}

@@ -27,15 +27,7 @@
 cd "$(dirname "$0")/.." || exit 1
 source tests/lib.sh
 
-[ -d /usr/local/cuda/include ] && export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_runtime.h" ]; then
-    if [ "${CI:-}" = "true" ]; then
-        echo "FAIL emu_cuda_headers_present: cuda_runtime.h not found; expected the CUDA toolkit on CI"
-    else
-        echo "SKIP emu_cuda_headers_present: no CUDA toolkit headers; the CUDA emulation tests did not run"
-    fi
-    exit 0
-fi
+cuda_headers emu_cuda_headers_present "the CUDA emulation tests" || exit 0
 log=$(mktemp)
 ET=$(mktemp -d /tmp/t_65_emu.XXXXXX)
 # On exit (also when interrupted): no emulated rank outlives the test, then the temp files go.

@@ -20,11 +20,7 @@
 #     every step's host<->device (and NVMe) bytes, exactly (tests/trace_check.py offload_plan)
 source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.." || exit 1
-NVCC_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ ! -f "$NVCC_HOME/include/cuda_runtime.h" ]; then
-    if [ -n "${CI:-}" ]; then echo "FAIL offload_gpu_emulation: no CUDA headers at $NVCC_HOME"; exit 1; fi
-    echo "SKIP offload_gpu_emulation: no CUDA toolkit headers (the emulation needs them)"; exit 0
-fi
+cuda_headers offload_gpu_emulation "the offload emulation tests" || exit 0
 # Stage 2 runs in the contracted flavor (emu.mk EMU_CONTRACT: the device AdamW kernel's
 # multiply-adds fused as nvcc fuses them, the host AdamW's not, as in the CUDA build), where a
 # rounding the kernel leaves to the compiler would make -zo cpu/nvme differ from on-device; the

@@ -19,11 +19,7 @@
 # binaries costs about as much again.
 source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/.." || exit 1
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ ! -f "$CUDA_HOME/include/cuda_runtime.h" ]; then
-    if [ -n "${CI:-}" ]; then echo "FAIL lesson_gpu_emulation: no CUDA headers at $CUDA_HOME"; exit 1; fi
-    echo "SKIP lesson_gpu_emulation: no CUDA toolkit headers (the emulation needs them)"; exit 0
-fi
+cuda_headers lesson_gpu_emulation "the lesson build's emulation tests" || exit 0
 ET=$(mktemp -d /tmp/t68_lesson_gpu.XXXXXX)
 trap 'rm -rf "$ET"' EXIT
 if ! make -s -j2 build/emu/train_gpt2cu_z0 build/emu/train_gpt2cu_z3 emu_lesson_binaries >"$ET/make.out" 2>&1; then

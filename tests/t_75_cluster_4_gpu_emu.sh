@@ -13,12 +13,7 @@
 # Loss tolerance 2e-3 (t_65_cuda_emulation's, same reason: bf16 gradients reduced over ranks
 # against one rank's bf16 gradient of the whole batch; measured there at most 1.9e-4).
 source "$(dirname "$0")/cluster_common.sh"
-[ -d /usr/local/cuda/include ] && export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-if [ ! -f "${CUDA_HOME:-/usr/local/cuda}/include/cuda_runtime.h" ]; then
-    if [ "${CI:-}" = "true" ]; then echo "FAIL cluster_gpu_emu_cuda_headers_present: cuda_runtime.h not found; expected the CUDA toolkit on CI"
-    else echo "SKIP cluster_gpu_emu: no CUDA toolkit headers; the emulated GPU cluster tests did not run"; fi
-    exit 0
-fi
+cuda_headers cluster_gpu_emu_cuda_headers_present "the emulated GPU cluster tests" || exit 0
 cluster_setup 2
 if ! make -s -j2 build/emu/train_gpt2cu_z2 >"$CL_DIR/emu_make.log" 2>&1; then
     echo "FAIL cluster_gpu_emu_build: $(grep -m3 error "$CL_DIR/emu_make.log" | tr '\n' ' ')"; exit 0
