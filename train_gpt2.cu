@@ -730,22 +730,6 @@ static void gpt2_forward_losses(void* m, const int* inputs, const int* targets, 
     zero_stream_synchronize(&model->zero, model->zero.gpu.compute, "hellaswag losses");
 }
 
-static void format_eta(char* buf, size_t cap, double seconds) {
-    int s = (int)(seconds + 0.5);
-    if (s >= 3600) snprintf(buf, cap, "%dh%02dm", s / 3600, (s / 60) % 60);
-    else if (s >= 60) snprintf(buf, cap, "%dm%02ds", s / 60, s % 60);
-    else snprintf(buf, cap, "%ds", s);
-}
-
-// The data scripts write gpt2_tokenizer.bin beside the shards: look in the train pattern's dir.
-static const char* tokenizer_path_beside(const char* train_pattern) {
-    static char path[4096];
-    const char* slash = strrchr(train_pattern, '/');
-    int dir_len = slash ? (int)(slash - train_pattern) : 1;
-    snprintf(path, sizeof(path), "%.*s/gpt2_tokenizer.bin", dir_len, slash ? train_pattern : ".");
-    return path;
-}
-
 // GPU memory in use on this device now (everything: context, cuBLASLt, NCCL, our buffers).
 static double gpu_used_mib(void) {
     size_t free_bytes, total_bytes;

@@ -132,4 +132,12 @@ static void logger_close(Logger* lg) {
     lg->f = NULL;
 }
 
+// The step line's ETA: "42s", "3m07s" or "2h05m" (seconds rounded to the nearest second).
+static void format_eta(char* buf, size_t cap, double seconds) {
+    int s = (int)(seconds + 0.5);
+    if (s >= 3600) snprintf(buf, cap, "%dh%02dm", s / 3600, (s / 60) % 60);
+    else if (s >= 60) snprintf(buf, cap, "%dm%02ds", s / 60, s % 60);
+    else snprintf(buf, cap, "%ds", s);
+}
+
 #endif

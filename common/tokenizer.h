@@ -221,4 +221,14 @@ static void tokenizer_free(Tokenizer* tokenizer) {
     memset(tokenizer, 0, sizeof(*tokenizer));
 }
 
+// The data scripts write gpt2_tokenizer.bin beside the shards: the train pattern's directory
+// ("." when it has none) joined with that name; a static buffer, valid until the next call.
+static const char* tokenizer_path_beside(const char* train_pattern) {
+    static char path[4096];
+    const char* slash = strrchr(train_pattern, '/');
+    int dir_len = slash ? (int)(slash - train_pattern) : 1;
+    snprintf(path, sizeof(path), "%.*s/gpt2_tokenizer.bin", dir_len, slash ? train_pattern : ".");
+    return path;
+}
+
 #endif  // TOKENIZER_H
