@@ -86,7 +86,7 @@ BUILD = build
 
 # Headers every CPU binary depends on (so a header edit rebuilds).
 # Every header a trainer may include: the handshake hash and make's dependencies cover all of them.
-SOURCE_HEADER_GLOBS = common/*.h cpu/*.h zero/*.h zero/*/*.h plan/*.h train/*.h zero.cuh
+SOURCE_HEADER_GLOBS = common/*.h cpu/*.h zero/*.h zero/*/*.h plan/*.h train/*.h model/*.h zero.cuh
 CPU_HEADERS = $(wildcard $(SOURCE_HEADER_GLOBS)) $(BUILD)/blas_stamp
 # A change of BLAS (make BLAS=..., or scipy-openblas32 installed) rebuilds every CPU binary.
 $(BUILD)/blas_stamp: FORCE

@@ -142,7 +142,7 @@ KERNEL_TEST_LDLIBS = $(CUBLAS_LIB) \
         $(if $(OPENBLAS_OPENMP_DIR),-L$(OPENBLAS_OPENMP_DIR) -Xlinker -rpath=$(OPENBLAS_OPENMP_DIR)) -lopenblas) -lgomp -lm
 
 CUDA_HEADERS = $(wildcard kernels/*.cuh kernels/*.h common/*.h common/*.cuh cpu/*.h zero/*.h zero/*.cuh \
-                           zero/*/*.h zero/*/*.cuh plan/*.h train/*.h) zero.cuh
+                           zero/*/*.h zero/*/*.cuh plan/*.h train/*.h model/*.h model/*.cuh) zero.cuh
 
 .PHONY: cuda_check test_kernels
 

@@ -4,7 +4,7 @@ fewest device-memory bytes of each op family, and the time each would take at th
 (989 TFLOP/s dense bf16, 4.8 TB/s HBM3e; NVIDIA's datasheet). The measured table of
 `train_gpt2cu -ot K` (common/op_timer.cuh) reads its times against the same numbers; those come
 from common/op_costs.h, and this script computes them on its own, op by op as the CUDA build runs
-them (train_gpt2.cu's forward and backward), so `--check-log` can compare the two (tests/t_65).
+them (model/gpt2_gpu.cuh's forward and backward), so `--check-log` can compare the two (tests/t_65).
 
 Counting rules: common/op_costs.h's header (each operand read once, each result written once;
 bf16 2 bytes, fp32 4; tensor-core FLOPs only: GEMMs and the attention products, causal halved,

@@ -156,8 +156,8 @@ static double plan_wte_share(const ParamLayout* layout, int k) {
     return (double)layout->tensors[wte_piece_index(layout, k)].shape[0] / (double)layout->config.padded_vocab_size;
 }
 
-// One step of the simulated schedule (the engine's calls in the model's order: train_gpt2.c's
-// gpt2_forward and gpt2_backward, the same in train_gpt2.cu).
+// One step of the simulated schedule (the engine's calls in the model's order: model/gpt2_cpu.h's
+// gpt2_forward and gpt2_backward, the same in model/gpt2_gpu.cuh).
 static void plan_sim_step(PlanSim* s, const PlanTimes* tm, int A, double* compute_s) {
     const ParamLayout* layout = s->layout;
     int L = s->L, final_unit = L + 1, N = s->net->N, K = layout->num_wte_units;

@@ -21,7 +21,7 @@ read as written: every #if branch counts (so the check holds for the CPU and the
 
 Checks:
   structure_no_cycles            the graph of "depends on" edges among all project headers
-                                 (zero.cuh, zero/, plan/, train/, common/, cpu/, kernels/) has no
+                                 (zero.cuh, zero/, plan/, train/, model/, common/, cpu/, kernels/) has no
                                  circle (strongly connected component of more than one file).
   structure_unity_order          each part included by zero.cuh needs only the parts above it:
                                  every name it uses is defined in itself, in a file that comes
@@ -45,7 +45,7 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..'))
 INTERFACES = {'zero/hooks.h', 'zero/backend.h'}
 CORE_TOTAL_MAX, CORE_FILE_MAX, ENGINE_FIELDS_MAX = 2200, 450, 30
-SCAN_DIRS = ['zero', 'plan', 'train', 'common', 'cpu', 'kernels']
+SCAN_DIRS = ['zero', 'plan', 'train', 'model', 'common', 'cpu', 'kernels']
 LOWER = ('common/', 'cpu/', 'kernels/')
 KEYWORDS = set('''auto break case char const continue default do double else enum extern float for goto
 if inline int long register restrict return short signed sizeof static struct switch typedef union

@@ -17,7 +17,7 @@ import re
 import sys
 
 SOURCE_DIRS = [".", "common", "cpu", "kernels", "zero", "zero/gpu", "zero/cluster", "zero/offload",
-               "zero/zeropp", "zero/trace", "zero/tied_rows", "zero/reshard", "plan", "train", "dev", "dev/test_kernels", "dev/emu"]
+               "zero/zeropp", "zero/trace", "zero/tied_rows", "zero/reshard", "plan", "train", "model", "dev", "dev/test_kernels", "dev/emu"]
 EXTENSIONS = (".c", ".h", ".cu", ".cuh")
 
 # name or name<template args>, then <<<config>>>, then the opening parenthesis of the arguments

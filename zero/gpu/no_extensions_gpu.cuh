@@ -1,7 +1,7 @@
 /*
  * zero/gpu/no_extensions_gpu.cuh: the GPU part of zero/no_extensions.h (the lesson build only,
  * make train_gpt2cu ZERO_EXT=none; zero.cuh includes it beside that file, and in the CPU build it is
- * empty): what train_gpt2.cu calls of the GPU offload (zero/offload/offload_gpu.cuh; its flags are
+ * empty): what the GPU trainer calls of the GPU offload (zero/offload/offload_gpu.cuh; its flags are
  * refused by no_extensions.h's zero_offload_check_args) and the trace points of zero/gpu/comm_gpu.cuh
  * (zero/trace/trace_hooks.h), doing nothing.
  */
