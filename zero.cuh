@@ -13,7 +13,7 @@
  *   zero/progress_cpu.h  CPU: a thread that moves the rings on while the model computes
  *   zero/comm.h          a collective's begin, test and wait (-wt); scalars, barriers
  *   zero/work_units.h    owned slices and the working-unit policy both engines share
- *   zero/engine_cpu.h    the CPU engine (fp32): what train_gpt2.c calls, where the collectives start
+ *   zero/engine_cpu.h    the CPU engine (fp32): what model/gpt2_cpu.h calls, where the collectives start
  *   zero/optimizer_cpu.h the optimizer step on the owned slices (norm, clipping, AdamW)
  *   zero/accounting.h    bytes allocated and elements sent, printed beside the formulas
  *   zero/checkpoint.h    checkpoint save and resume over either engine
@@ -31,7 +31,7 @@
  *   zero/tied_rows/ * CPU stages 0, 1 with N > 1: wte's rows reduced right after the LM head
  *   zero/trace/   *  the per-rank timeline of chosen steps (-tr), Chrome trace-event JSON
  *   zero/gpu/        the GPU build's engine: device state, NCCL collectives on the comm stream, the
- *                    engine (bf16, fp32 master), its optimizer; the lesson build's no_extensions_gpu.cuh
+ *                    engine (bf16, fp32 master), state in/out, optimizer; the lesson's no_extensions_gpu.cuh
  * Not included: the planner (plan/plan.h, ./plan_gpt2), a model of this engine built on its
  * functions; the trainers' --plan runs its binary (train/plan_exec.h).
  *
@@ -119,9 +119,8 @@
 #error "ZERO_STAGE must be 0, 1, 2 or 3"
 #endif
 
-// 1: the unit collectives of the MPI path (CPU engine, host-staged GPU backend) are the engine's
-// own rings (zero/comm_ring.h); 0: MPI's non-blocking collectives, whatever algorithm the library
-// picks (make ZERO_RING=0; kept to measure the difference, dev/bench/cluster_bench.sh).
+// 1: the MPI path's unit collectives (CPU engine, host-staged GPU backend) are the engine's own rings
+// (zero/comm_ring.h); 0: MPI's non-blocking ones (make ZERO_RING=0; to compare: dev/bench/cluster_bench.sh).
 #ifndef ZERO_RING
 #define ZERO_RING 1
 #endif
@@ -188,6 +187,7 @@ typedef float ZeroFloat;
 #include "zero/zeropp/zeropp_gpu.cuh"
 #endif
 #include "zero/gpu/engine_gpu.cuh"
+#include "zero/gpu/state_io_gpu.cuh"
 #include "zero/gpu/optimizer_gpu.cuh"
 #endif
 #include "zero/reshard/reshard.h"

@@ -62,7 +62,7 @@ KINDS = [
 def bf16_bits(values):
     """float32 (or float16) array -> uint16 bf16 bit patterns, rounded to nearest, ties to even,
     as the trainer rounds its fp32 weights to bf16 (__float2bfloat16 from CUDA's cuda_bf16.hpp,
-    zero/gpu/engine_gpu.cuh zero_set_unit_params): add 0x7FFF plus the lowest kept bit to the uint32
+    zero/gpu/state_io_gpu.cuh zero_set_unit_params): add 0x7FFF plus the lowest kept bit to the uint32
     view and keep the high half. Finite values from 0x7F7F8000 up round to Inf, as in IEEE;
     subnormals round like any value (no flush to zero); every NaN becomes 0x7FFF, the quiet NaN
     CUDA returns (the plain add would carry a NaN into Inf or, with the sign bit, wrap it to 0)."""
