@@ -54,6 +54,12 @@
 # Usage: bash dev/gpu_check.sh [--build-only | --dry-run]     (from anywhere)
 #   --dry-run: the plan and the probe, then exit 0: nothing built or run (checks this script
 #              on a machine without a GPU).
+#   GPU_CHECK_SECTIONS="4 9" (numbers 2-10, spaces or commas): only those sections after the
+#              probe, and only the binaries they need built: the rerun after a fix, which must fit
+#              what the device budget has left (a fresh machine starts bare, so it builds again):
+#   run(command="GPU_CHECK_SECTIONS='4 9' GPU_CHECK_BUDGET=240 bash dev/gpu_check.sh",
+#       carry=["build/device_deps"], timeout_s=270)   # budget: status's budget_left_s minus the
+#                                                     # start (1-2 min) and 30 s of margin
 set -u
 cd "$(dirname "$0")/.." || exit 1
 START=$(date +%s)
@@ -62,6 +68,14 @@ RESERVE=10 # seconds kept for the summary and the archive at the end
 BUILD_ONLY=0 DRY_RUN=0
 [ "${1:-}" = "--build-only" ] && BUILD_ONLY=1
 [ "${1:-}" = "--dry-run" ] && DRY_RUN=1
+SECTIONS=$(tr ',' ' ' <<<"${GPU_CHECK_SECTIONS:-}")
+# want N: section N is asked for (every section when GPU_CHECK_SECTIONS is unset or empty).
+want() { [ -z "${SECTIONS// /}" ] || [[ " $SECTIONS " == *" $1 "* ]]; }
+for n in $SECTIONS; do
+    case $n in 2|3|4|5|6|7|8|9|10) ;;
+        *) echo "error: GPU_CHECK_SECTIONS: '$n' is not a section this script can run alone; expected numbers from 2 to 10" >&2; exit 2;;
+    esac
+done
 
 LOG=${OUT:-build/gpu_check}
 WORK=build/gpu_check_work # data shards, unpacked OpenBLAS: never brought back
@@ -92,6 +106,7 @@ record() {
     echo "$2 $1: $3"
 }
 skip_budget() { record "$1" SKIP "time budget: $(( $(left) - RESERVE ))s left for steps (of ${BUDGET}s), needs $2s"; }
+not_asked() { record "$1" SKIP "section $2 not asked (GPU_CHECK_SECTIONS=$SECTIONS)"; }
 
 echo "== gpu_check $(date -u +%FT%TZ) on $(hostname); budget ${BUDGET}s; logs: $LOG"
 # The plan first (what this run will do); the probe below may still skip a section, with a reason.
@@ -105,6 +120,7 @@ if [ "$NGPU" -gt 1 ]; then
 else
     echo "plan: 10 multi-GPU: skipped ($NGPU GPUs visible; needs 2)"
 fi
+[ -n "${SECTIONS// /}" ] && echo "plan: GPU_CHECK_SECTIONS=$SECTIONS: the probe, the builds those sections need, then only them"
 [ "$BUILD_ONLY" = 1 ] && echo "plan: --build-only: sections 0-1 only"
 [ "$DRY_RUN" = 1 ] && echo "plan: --dry-run: the probe only, nothing built or run"
 
@@ -311,17 +327,23 @@ fi
 # =============================================================================================
 # 1. build: first what one GPU needs (no MPI, no NCCL), then the rest in the background
 SM=sm$GPU_ARCH
-FIRST=(build/cuda/train_gpt2cu_nompi_${SM}_zero0 build/cuda/test_gpt2cu_nompi_${SM}_zero0)
-[ "$BLAS_OK" = 1 ] && FIRST=(build/test_kernels "${FIRST[@]}")
-LATER=(build/cuda/test_gpt2cu_nompi_${SM}_zero1 build/cuda/test_gpt2cu_nompi_${SM}_zero2 build/cuda/test_gpt2cu_nompi_${SM}_zero3
-       build/cuda/train_gpt2cu_nompi_${SM}_zero2)
-[ "$MPI_OK" = 1 ] && LATER+=(build/cuda/train_gpt2cu_mpi_${SM}_zero0 build/cuda/train_gpt2cu_mpi_${SM}_zero1)
+# Each binary is built only when a section asked for needs it (all of them by default).
+FIRST=()
+{ want 2 || want 7; } && [ "$BLAS_OK" = 1 ] && FIRST+=(build/test_kernels)                 # 2, 7
+want 4 && FIRST+=(build/cuda/train_gpt2cu_nompi_${SM}_zero0)                                 # 4
+want 3 && FIRST+=(build/cuda/test_gpt2cu_nompi_${SM}_zero0)                                  # 3
+LATER=()
+want 6 && LATER+=(build/cuda/test_gpt2cu_nompi_${SM}_zero1 build/cuda/test_gpt2cu_nompi_${SM}_zero2
+                  build/cuda/test_gpt2cu_nompi_${SM}_zero3)                                  # 6
+want 9 && LATER+=(build/cuda/train_gpt2cu_nompi_${SM}_zero2)                                 # 9
+want 8 && [ "$MPI_OK" = 1 ] && LATER+=(build/cuda/train_gpt2cu_mpi_${SM}_zero0 build/cuda/train_gpt2cu_mpi_${SM}_zero1)
 MULTI_OK=$([ "$NGPU" -gt 1 ] && [ "$NCCL_OK" = 1 ] && [ "$MPI_OK" = 1 ] && [ ${#MPIRUN[@]} -gt 0 ] && echo 1 || echo 0)
-[ "$MULTI_OK" = 1 ] && LATER+=(build/cuda/train_gpt2cu_${SM}_zero0 build/cuda/train_gpt2cu_${SM}_zero1
-                               build/cuda/train_gpt2cu_${SM}_zero2 build/cuda/train_gpt2cu_${SM}_zero3)
+want 10 && [ "$MULTI_OK" = 1 ] && LATER+=(build/cuda/train_gpt2cu_${SM}_zero0 build/cuda/train_gpt2cu_${SM}_zero1
+                                          build/cuda/train_gpt2cu_${SM}_zero2 build/cuda/train_gpt2cu_${SM}_zero3)
 CUDNN_BIN=build/cuda/train_gpt2cu_nompi_cudnn_${SM}_zero0
 CUDNN_BUILD=("$CUDNN_BIN")
 [ "$BLAS_OK" = 1 ] && CUDNN_BUILD+=(build/cuda/test_kernels_cudnn_${SM})
+want 5 || CUDNN_BUILD=()                                                                     # 5
 
 TRAIN_BIN=data/tinyshakespeare/tiny_shakespeare_train.bin
 VAL_BIN=data/tinyshakespeare/tiny_shakespeare_val.bin
@@ -363,15 +385,20 @@ built_missing() {
     done
 }
 missing=()
-if t=$(limit 170 60); then
+if [ ${#FIRST[@]} -eq 0 ] && [ ${#CUDNN_BUILD[@]} -eq 0 ]; then
+    record build_one_gpu SKIP "no section asked for needs it (GPU_CHECK_SECTIONS=$SECTIONS)"
+elif t=$(limit 170 60); then
     # The cuDNN binaries (named targets: no stamps shared with the build beside them).
-    if [ "$CUDNN_OK" = 1 ]; then (run_to "$t" "$LOGS/build_cudnn.log" make -k -j"$JOBS" "${MK[@]}" "${CUDNN_MK[@]}" "${CUDNN_BUILD[@]}") & CUDNN_PID=$!; fi
-    run_to "$t" "$LOGS/build.log" make -k -j"$JOBS" "${MK[@]}" "${FIRST[@]}"
-    build_rc=$?
-    mapfile -t missing < <(built_missing "$LOGS/build.log" "${FIRST[@]}")
-    if [ ${#missing[@]} -eq 0 ]; then record build_one_gpu PASS "${#FIRST[@]} binaries, no MPI or NCCL ($(elapsed))"
-    else record build_one_gpu FAIL "$(rc_text $build_rc "$t"); not built: ${missing[*]}: $(grep -m3 -E 'error|Error|undefined reference|cannot find' "$LOGS/build.log" | cut -c1-300 | tr '\n' ' ')"; fi
-    if [ "$CUDNN_OK" = 1 ]; then
+    if [ "$CUDNN_OK" = 1 ] && [ ${#CUDNN_BUILD[@]} -gt 0 ]; then (run_to "$t" "$LOGS/build_cudnn.log" make -k -j"$JOBS" "${MK[@]}" "${CUDNN_MK[@]}" "${CUDNN_BUILD[@]}") & CUDNN_PID=$!; fi
+    if [ ${#FIRST[@]} -gt 0 ]; then # (make without a target would build its default)
+        run_to "$t" "$LOGS/build.log" make -k -j"$JOBS" "${MK[@]}" "${FIRST[@]}"
+        build_rc=$?
+        mapfile -t missing < <(built_missing "$LOGS/build.log" "${FIRST[@]}")
+        if [ ${#missing[@]} -eq 0 ]; then record build_one_gpu PASS "${#FIRST[@]} binaries, no MPI or NCCL ($(elapsed))"
+        else record build_one_gpu FAIL "$(rc_text $build_rc "$t"); not built: ${missing[*]}: $(grep -m3 -E 'error|Error|undefined reference|cannot find' "$LOGS/build.log" | cut -c1-300 | tr '\n' ' ')"; fi
+    fi
+    if ! want 5; then :
+    elif [ "$CUDNN_OK" = 1 ]; then
         wait "$CUDNN_PID"
         mapfile -t cudnn_missing < <(built_missing "$LOGS/build_cudnn.log" "${CUDNN_BUILD[@]}")
         if [ ${#cudnn_missing[@]} -eq 0 ]; then record build_cudnn PASS "${#CUDNN_BUILD[@]} binaries with USE_CUDNN=1, no MPI ($(elapsed))"
@@ -381,7 +408,7 @@ else
     skip_budget build_one_gpu 60
 fi
 # The rest builds while the GPU runs the sections below (compiles use the CPUs only).
-if [ $(( $(left) - RESERVE )) -gt 120 ]; then
+if [ ${#LATER[@]} -gt 0 ] && [ $(( $(left) - RESERVE )) -gt 120 ]; then
     (make -k -j"$JOBS" "${MK[@]}" "${LATER[@]}" >"$LOGS/build_later.log" 2>&1) & BG_PID=$!
 fi
 [ -n "$DATA_PID" ] && wait "$DATA_PID"
@@ -411,7 +438,7 @@ kernel_tests() {
         else record "$name" FAIL "$(rc_text $rc "$t"), $npass passed, $nfail failed: $(grep -m1 -E '^FAIL|error' "$log" | cut -c1-200)"; fi
     else skip_budget "$name" 15; fi
 }
-kernel_tests test_kernels build/test_kernels
+if want 2; then kernel_tests test_kernels build/test_kernels; else not_asked test_kernels 2; fi
 archive
 
 # =============================================================================================
@@ -436,7 +463,7 @@ reference() {
     if [ $rc -eq 0 ] && ! grep -q '^FAIL' "$log"; then record "test_gpt2cu_zero$s" PASS "$(grep -c '^PASS' "$log") checks"
     else record "test_gpt2cu_zero$s" FAIL "$(rc_text $rc "$t"): $(grep -m1 -E '^FAIL|error' "$log" | cut -c1-200)"; fi
 }
-reference 0
+if want 3; then reference 0; else not_asked test_gpt2cu_zero0 3; fi
 archive
 
 # =============================================================================================
@@ -461,20 +488,22 @@ throughput() {
     else record "train_d12_$path" FAIL "$(rc_text $rc "$t"): $(grep -v '^step' "$log" | tail -2 | tr '\n' ' ' | cut -c1-300)"; fi
     [ -s "$log" ] || SEC_NOTES[-1]+=" (no output)"
 }
-throughput flash "build/cuda/train_gpt2cu_nompi_${SM}_zero0"
+if want 4; then throughput flash "build/cuda/train_gpt2cu_nompi_${SM}_zero0"; else not_asked train_d12_flash 4; fi
 archive
-if [ -x "$CUDNN_BIN" ]; then
+if ! want 5; then not_asked train_d12_cudnn 5
+elif [ -x "$CUDNN_BIN" ]; then
     # cuDNN's attention against the CPU twin first (the flash path again beside it), then its speed
     [ "$BLAS_OK" = 1 ] && kernel_tests test_kernels_cudnn "build/cuda/test_kernels_cudnn_${SM}"
     throughput cudnn "$CUDNN_BIN"
 else record train_d12_cudnn SKIP "no USE_CUDNN=1 binary (build_cudnn)"; fi
 archive
-for s in 1 2 3; do reference "$s"; done
+if want 6; then for s in 1 2 3; do reference "$s"; done; else not_asked test_gpt2cu_zero1-3 6; fi
 archive
 
 # =============================================================================================
 # 7. compute-sanitizer over the kernel tests (small shapes)
-if [ -z "$SANITIZER" ]; then record sanitizer_memcheck SKIP "compute-sanitizer not found"
+if ! want 7; then not_asked sanitizer_memcheck 7
+elif [ -z "$SANITIZER" ]; then record sanitizer_memcheck SKIP "compute-sanitizer not found"
 elif [ ! -x build/test_kernels ]; then record sanitizer_memcheck SKIP "build/test_kernels not built"
 elif t=$(limit 50 20); then
     run_to "$t" "$LOGS/sanitizer_memcheck.log" "$SANITIZER" --tool memcheck --error-exitcode 3 ./build/test_kernels
@@ -490,7 +519,8 @@ archive
 # =============================================================================================
 # 8. the host-staged MPI backend, 2 ranks on this one GPU at stage 1, vs 1 rank at stage 0
 D2=(-i "$TRAIN_BIN" -e d2 -b 2 -t 64 -d 256 -v 0 -s 0 -l 1e-3 -u 2 -wt 60 -x 5)
-if [ ${#MPIRUN[@]} -eq 0 ]; then record mpi_backend_np2 SKIP "mpirun not found (system or $DEPS/mpi)"
+if ! want 8; then not_asked mpi_backend_np2 8
+elif [ ${#MPIRUN[@]} -eq 0 ]; then record mpi_backend_np2 SKIP "mpirun not found (system or $DEPS/mpi)"
 elif [ ! -x "build/cuda/train_gpt2cu_mpi_${SM}_zero1" ] || [ ! -x "build/cuda/train_gpt2cu_mpi_${SM}_zero0" ]; then
     record mpi_backend_np2 SKIP "the _mpi_ binaries were not built (build_later)"
 elif t=$(limit 30 15); then
@@ -528,8 +558,9 @@ offload_run() { # TAG FLAGS...
     [ $OFF_RC -eq 0 ] && [ -n "$done_line" ]
 }
 name=zero2_offload_cpu_d12 OFF_BIN=build/cuda/train_gpt2cu_nompi_${SM}_zero2
-if [ -n "$BG_PID" ]; then timeout "$(limit 60 1 || echo 1)" tail --pid="$BG_PID" -f /dev/null; fi
-if [ ! -x "$OFF_BIN" ] || [ ! -f "$TRAIN_BIN" ]; then record "$name" SKIP "$OFF_BIN (build_later) or the data shard missing"
+if want 9 && [ -n "$BG_PID" ]; then timeout "$(limit 60 1 || echo 1)" tail --pid="$BG_PID" -f /dev/null; fi
+if ! want 9; then not_asked "$name" 9
+elif [ ! -x "$OFF_BIN" ] || [ ! -f "$TRAIN_BIN" ]; then record "$name" SKIP "$OFF_BIN (build_later) or the data shard missing"
 elif ! limit 60 50 >/dev/null; then skip_budget "$name" 50
 elif ! offload_run device; then record "$name" FAIL "on device: exit $OFF_RC: $(grep -m1 -iE 'error' "$LOGS/train_d12_zero2_device.log" | cut -c1-200)"
 elif ! offload_run zo_cpu -zo cpu; then
@@ -568,7 +599,8 @@ multi_compare() {
                      END { printf "loss %.3g, norm %.3g relative over %d steps (tolerance %g)", wl, wn, n, tol;
                            exit !(n == 5 && wl <= tol && wn <= tol) }'
 }
-if [ "$MULTI_OK" = 0 ]; then
+if ! want 10; then not_asked multi_gpu 10
+elif [ "$MULTI_OK" = 0 ]; then
     record multi_gpu SKIP "$NGPU GPU(s) visible, NCCL $([ "$NCCL_OK" = 1 ] && echo found || echo missing), MPI $([ "$MPI_OK" = 1 ] && echo found || echo missing); needs 2 GPUs, NCCL, Open MPI"
 else
     if [ -n "$BG_PID" ]; then timeout "$(limit 90 1 || echo 1)" tail --pid="$BG_PID" -f /dev/null; fi
