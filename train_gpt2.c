@@ -27,6 +27,7 @@
 #include "common/init.h"
 #include "common/logger.h"
 #include "common/rng.h"
+#include "common/sampling.h"
 #include "common/schedule.h"
 #include "common/test_fault.h"
 #include "common/tokenizer.h"
@@ -43,20 +44,6 @@
 // ----------------------------------------------------------------------------
 // Sampling
 
-// Sample an index from probabilities given as logits over the first V entries (temperature 1).
-static int sample_from_logits(const float* logits, int V, float coin) {
-    float maxval = -INFINITY;
-    for (int i = 0; i < V; i++) if (logits[i] > maxval) maxval = logits[i];
-    double sum = 0.0;
-    for (int i = 0; i < V; i++) sum += exp(logits[i] - maxval);
-    double cdf = 0.0, target = coin * sum;
-    for (int i = 0; i < V; i++) {
-        cdf += exp(logits[i] - maxval);
-        if (target < cdf) return i;
-    }
-    return V - 1;
-}
-
 // Generate gen_tokens tokens after <|endoftext|> (every rank runs it: ZeRO-3 needs all ranks in
 // the gathers); rank 0 prints the UTF-8 text.
 static void gpt2_sample(GPT2* model, Tokenizer* tokenizer, int gen_tokens, uint64_t seed, int print) {
@@ -69,18 +56,7 @@ static void gpt2_sample(GPT2* model, Tokenizer* tokenizer, int gen_tokens, uint6
         gpt2_forward(model, tokens, NULL, 1, t);
         tokens[t] = sample_from_logits(model->acts.logits_last, model->config.vocab_size, rng_uniform(&rng));
     }
-    if (print) {
-        char* text = (char*)zero_calloc((size_t)T * 64 + 1, 1, "sample text");
-        if (tokenizer->init_ok) {
-            tokenizer_decode_utf8(tokenizer, tokens + 1, T - 1, text, (size_t)T * 64 + 1);
-            printf("sample:\n---\n%s\n---\n", text);
-        } else {
-            printf("sample (token ids, no tokenizer file):");
-            for (int t = 1; t < T; t++) printf(" %d", tokens[t]);
-            printf("\n");
-        }
-        free(text);
-    }
+    if (print) sample_print(tokenizer, tokens + 1, T - 1);
     free(tokens);
 }
 

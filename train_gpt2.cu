@@ -37,6 +37,7 @@
 #include "common/init.h"
 #include "common/logger.h"
 #include "common/rng.h"
+#include "common/sampling.h"
 #include "common/schedule.h"
 #include "common/test_fault.h"
 #include "common/tokenizer.h"
@@ -58,20 +59,6 @@
 // ----------------------------------------------------------------------------------------------
 // Sampling
 
-// Index drawn from softmax(logits[0..V)) with a uniform coin in [0, 1) (temperature 1).
-static int sample_token(const float* logits, int V, float coin) {
-    float maxval = -INFINITY;
-    for (int i = 0; i < V; i++) maxval = logits[i] > maxval ? logits[i] : maxval;
-    double total = 0.0;
-    for (int i = 0; i < V; i++) total += exp((double)logits[i] - maxval);
-    double threshold = coin * total, running = 0.0;
-    for (int i = 0; i < V; i++) {
-        running += exp((double)logits[i] - maxval);
-        if (threshold < running) return i;
-    }
-    return V - 1;
-}
-
 // Generate gen_tokens tokens after <|endoftext|> (every rank runs it: ZeRO-3 gathers need all
 // ranks); rank 0 prints the text.
 static void gpt2_sample(GPT2* model, Tokenizer* tokenizer, int gen_tokens, uint64_t seed, int print) {
@@ -88,20 +75,9 @@ static void gpt2_sample(GPT2* model, Tokenizer* tokenizer, int gen_tokens, uint6
                                    cudaMemcpyDeviceToHost, model->zero.gpu.compute));
         CUDA_CHECK(cudaStreamSynchronize(model->zero.gpu.compute));
         for (int i = 0; i < Vp; i++) model->logits_host[i] = __bfloat162float(model->logits_staging[i]);
-        tokens[t] = sample_token(model->logits_host, V, rng_uniform(&rng));
+        tokens[t] = sample_from_logits(model->logits_host, V, rng_uniform(&rng));
     }
-    if (print) {
-        char* text = (char*)host_alloc((size_t)T * 64 + 1, "sample text");
-        if (tokenizer->init_ok) {
-            tokenizer_decode_utf8(tokenizer, tokens + 1, T - 1, text, (size_t)T * 64 + 1);
-            printf("sample:\n---\n%s\n---\n", text);
-        } else {
-            printf("sample (token ids, no tokenizer file):");
-            for (int t = 1; t < T; t++) printf(" %d", tokens[t]);
-            printf("\n");
-        }
-        free(text);
-    }
+    if (print) sample_print(tokenizer, tokens + 1, T - 1);
     free(tokens);
 }
 
