@@ -50,11 +50,13 @@
 #      0-3, and with 4 GPUs ZeRO++ at 4 ranks (stage 3, -qw 1 -qg 1 -hp 2), each against the one-GPU
 #      NCCL-build run of the same config: losses and norms within the bf16-per-hop tolerance
 #      derived at the section. Its builds join the background build; 30 s per run.
+#  11. the lesson build (make train_gpt2cu ZERO_EXT=none, NCCL and Open MPI found): 5 steps of d2
+#      at stage 0 on one GPU against the default build, losses and norms identical. 30 s per run.
 # The first lines printed say what will run (the plan), before the probe's table.
 # Usage: bash dev/gpu_check.sh [--build-only | --dry-run]     (from anywhere)
 #   --dry-run: the plan and the probe, then exit 0: nothing built or run (checks this script
 #              on a machine without a GPU).
-#   GPU_CHECK_SECTIONS="4 9" (numbers 2-10, spaces or commas): only those sections after the
+#   GPU_CHECK_SECTIONS="4 9" (numbers 2-11, spaces or commas): only those sections after the
 #              probe, and only the binaries they need built: the rerun after a fix, which must fit
 #              what the device budget has left (a fresh machine starts bare, so it builds again):
 #   run(command="GPU_CHECK_SECTIONS='4 9' GPU_CHECK_BUDGET=240 bash dev/gpu_check.sh",
@@ -72,8 +74,8 @@ SECTIONS=$(tr ',' ' ' <<<"${GPU_CHECK_SECTIONS:-}")
 # want N: section N is asked for (every section when GPU_CHECK_SECTIONS is unset or empty).
 want() { [ -z "${SECTIONS// /}" ] || [[ " $SECTIONS " == *" $1 "* ]]; }
 for n in $SECTIONS; do
-    case $n in 2|3|4|5|6|7|8|9|10) ;;
-        *) echo "error: GPU_CHECK_SECTIONS: '$n' is not a section this script can run alone; expected numbers from 2 to 10" >&2; exit 2;;
+    case $n in 2|3|4|5|6|7|8|9|10|11) ;;
+        *) echo "error: GPU_CHECK_SECTIONS: '$n' is not a section this script can run alone; expected numbers from 2 to 11" >&2; exit 2;;
     esac
 done
 
@@ -114,7 +116,7 @@ NGPU=$(timeout 10 nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
 NGPU=${NGPU:-0}
 echo "plan: 0 probe; 1 build; 2 test_kernels (kernels vs CPU twins); 3 test_gpt2cu stage 0; 4 d12 B=64 T=1024 with -ot 4" \
      "(per-kernel table) and MFU; 5 the same with cuDNN attention if found; 6 test_gpt2cu stages 1-3; 7 compute-sanitizer;" \
-     "8 MPI backend 2 ranks on one GPU; 9 ZeRO-Offload -zo cpu"
+     "8 MPI backend 2 ranks on one GPU; 9 ZeRO-Offload -zo cpu; 11 the lesson build (ZERO_EXT=none) vs the default build"
 if [ "$NGPU" -gt 1 ]; then
     echo "plan: 10 multi-GPU: $NGPU GPUs visible: NCCL stages 0-3 at 2 ranks vs 1 GPU$([ "$NGPU" -ge 4 ] && echo '; ZeRO++ (-qw 1 -qg 1 -hp 2) at 4 ranks' || echo '; ZeRO++ at 4 skipped (needs 4 GPUs)')"
 else
@@ -340,6 +342,9 @@ want 8 && [ "$MPI_OK" = 1 ] && LATER+=(build/cuda/train_gpt2cu_mpi_${SM}_zero0 b
 MULTI_OK=$([ "$NGPU" -gt 1 ] && [ "$NCCL_OK" = 1 ] && [ "$MPI_OK" = 1 ] && [ ${#MPIRUN[@]} -gt 0 ] && echo 1 || echo 0)
 want 10 && [ "$MULTI_OK" = 1 ] && LATER+=(build/cuda/train_gpt2cu_${SM}_zero0 build/cuda/train_gpt2cu_${SM}_zero1
                                           build/cuda/train_gpt2cu_${SM}_zero2 build/cuda/train_gpt2cu_${SM}_zero3)
+LESSON_OK=$([ "$NCCL_OK" = 1 ] && [ "$MPI_OK" = 1 ] && echo 1 || echo 0) # the lesson build links NCCL and MPI
+want 11 && [ "$LESSON_OK" = 1 ] && LATER+=(build/cuda/train_gpt2cu_lesson_${SM}_zero0)
+want 11 && [ "$LESSON_OK" = 1 ] && ! { want 10 && [ "$MULTI_OK" = 1 ]; } && LATER+=(build/cuda/train_gpt2cu_${SM}_zero0)
 CUDNN_BIN=build/cuda/train_gpt2cu_nompi_cudnn_${SM}_zero0
 CUDNN_BUILD=("$CUDNN_BIN")
 [ "$BLAS_OK" = 1 ] && CUDNN_BUILD+=(build/cuda/test_kernels_cudnn_${SM})
@@ -636,6 +641,30 @@ else
             else skip_budget "$name" 15; fi
         else skip_budget "$name" 15; fi
     else skip_budget multi_gpu_reference 15; fi
+fi
+archive
+
+# =============================================================================================
+# 11. the lesson build (make train_gpt2cu ZERO_EXT=none: the ZeRO core alone, zero/no_extensions.h)
+# at stage 0 on one GPU, against the default build: 5 steps of d2 each (section 8's config), the
+# same kernels in the same order, so the losses and norms must be identical (the emulation's
+# t_68 measures 0 difference at stages 0 and 3).
+name=lesson_build_zero0 LESSON_BIN=build/cuda/train_gpt2cu_lesson_${SM}_zero0 DEFAULT_BIN=build/cuda/train_gpt2cu_${SM}_zero0
+if want 11 && [ -n "$BG_PID" ]; then timeout "$(limit 90 1 || echo 1)" tail --pid="$BG_PID" -f /dev/null; fi
+if ! want 11; then not_asked "$name" 11
+elif [ "$LESSON_OK" = 0 ]; then record "$name" SKIP "the lesson build links NCCL and Open MPI: NCCL $([ "$NCCL_OK" = 1 ] && echo found || echo missing), MPI $([ "$MPI_OK" = 1 ] && echo found || echo missing)"
+elif [ ! -x "$LESSON_BIN" ] || [ ! -x "$DEFAULT_BIN" ]; then record "$name" SKIP "$LESSON_BIN or $DEFAULT_BIN not built (build_later)"
+elif ! t=$(limit 30 15); then skip_budget "$name" 15
+else
+    run_to "$t" "$LOGS/lesson_default.log" "$DEFAULT_BIN" "${D2[@]}" -b 4; rc=$?
+    if [ $rc -ne 0 ]; then record "$name" FAIL "default build: $(rc_text $rc "$t"): $(grep -m1 -iE 'error' "$LOGS/lesson_default.log" | cut -c1-200)"
+    elif ! t=$(limit 30 15); then skip_budget "$name" 15
+    else
+        run_to "$t" "$LOGS/lesson.log" "$LESSON_BIN" "${D2[@]}" -b 4; rc=$?
+        if [ $rc -ne 0 ]; then record "$name" FAIL "lesson build: $(rc_text $rc "$t"): $(grep -m1 -iE 'error' "$LOGS/lesson.log" | cut -c1-200)"
+        elif cmp_text=$(multi_compare "$LOGS/lesson_default.log" "$LOGS/lesson.log" 0); then record "$name" PASS "vs the default build: $cmp_text"
+        else record "$name" FAIL "vs the default build: $cmp_text"; fi
+    fi
 fi
 archive
 

@@ -5,7 +5,8 @@
 # and train_gpt2cu and test_kernels with cuDNN's attention (USE_CUDNN=1; the cuDNN frontend's
 # headers are fetched from PyPI by scripts/cudnn_frontend.sh when missing) for sm_90, and the
 # lesson build (ZERO_EXT=none, the ZeRO core alone) for sm_90 at stage 3 (make cuda_check). No GPU
-# is needed or used; nothing here runs a kernel.
+# is needed or used; nothing here runs a kernel. Then dev/gpu_check.sh as far as it goes without
+# a GPU (its plan, its section list, the builds a section list asks for).
 # One PASS/FAIL line per compiled configuration. Measured 206 s (cpu 228 s) in the full suite on 2
 # cores beside another group (make -j2).
 cd "$(dirname "$0")/.." || exit 1
@@ -42,3 +43,32 @@ for target in $targets; do
         echo "FAIL cuda_compiles_$name: ${why:-see make cuda_check}"
     fi
 done
+
+# dev/gpu_check.sh, the script a session lent a GPU runs, as far as it goes without one: the plan
+# and the probe (--dry-run), a bad GPU_CHECK_SECTIONS refused with one line, and a section list
+# building only the binaries those sections need (--build-only goes on without a GPU).
+gc_out=$(mktemp -d)
+trap 'rm -f "$log"; rm -rf "$gc_out"' EXIT
+dry_run_plans() {
+    OUT=$gc_out bash dev/gpu_check.sh --dry-run >"$gc_out/dry.txt" 2>&1 || { cat "$gc_out/dry.txt"; return 1; }
+    grep -q '^plan: 0 probe; 1 build; 2 test_kernels' "$gc_out/dry.txt" && grep -q '11 the lesson build' "$gc_out/dry.txt" &&
+        grep -q '^probe done' "$gc_out/dry.txt" || { cat "$gc_out/dry.txt"; return 1; }
+}
+check "gpu_check_dry_run_prints_plan_and_probe" dry_run_plans
+bad_sections_refused() { # exit 2 (the script's bad usage), one error line naming the variable and the value
+    OUT=$gc_out GPU_CHECK_SECTIONS="1 4" bash dev/gpu_check.sh --dry-run >"$gc_out/bad.txt" 2>&1
+    local rc=$?
+    [ $rc -eq 2 ] && [ "$(wc -l <"$gc_out/bad.txt")" -eq 1 ] && grep -q "^error: GPU_CHECK_SECTIONS: '1' is not a section" "$gc_out/bad.txt" ||
+        { echo "exit $rc: $(cat "$gc_out/bad.txt")"; return 1; }
+}
+check "gpu_check_sections_refuses_a_section_it_cannot_run_alone" bad_sections_refused
+sections_build_only_theirs() { # section 9 needs train_gpt2cu_nompi_<sm>_zero2 and nothing of the one-GPU build
+    rm -f build/cuda/train_gpt2cu_nompi_sm90_zero2 # (not a cuda_check target)
+    OUT=$gc_out GPU_CHECK_SECTIONS=9 timeout 300 bash dev/gpu_check.sh --build-only >"$gc_out/build.txt" 2>&1
+    local logs=build/gpu_check_work/logs compiled
+    compiled=$(grep -o -- '-o build/cuda/[A-Za-z0-9_]*' "$logs/build_later.log" 2>/dev/null | sort -u | tr '\n' ' ')
+    grep -q '^SKIP build_one_gpu: no section asked for needs it' "$gc_out/build.txt" && [ ! -e "$logs/build.log" ] &&
+        [ "$compiled" = "-o build/cuda/train_gpt2cu_nompi_sm90_zero2 " ] && [ -x build/cuda/train_gpt2cu_nompi_sm90_zero2 ] ||
+        { echo "compiled: ${compiled:-nothing}; $(tail -3 "$gc_out/build.txt" | tr '\n' ' ')"; return 1; }
+}
+check "gpu_check_sections_build_only_what_they_need" sections_build_only_theirs
