@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
                   args.zeropp_grad_block);
     GNSMeter saved_gns; // the meter's EMAs from the checkpoint (none: steps 0)
     gns_init(&saved_gns, 0.0);
-    if (start_step > 0) { // checkpoints: zero_checkpoint_save / zero_checkpoint_load_state in zero.cuh
+    if (start_step > 0) { // checkpoints: zero_checkpoint_save / zero_checkpoint_load_state in zero/checkpoint.h
         DataLoaderState data;
         BatchScheduleState saved_batch;
         zero_checkpoint_load_state(&model.zero, args.output_dir, start_step, args.seed, batch_schedule_expected_at(batch, start_step),

@@ -16,8 +16,8 @@
  *   zero/engine_cpu.h    the CPU engine (fp32): what model/gpt2_cpu.h calls, where the collectives start
  *   zero/optimizer_cpu.h the optimizer step on the owned slices (norm, clipping, AdamW)
  *   zero/accounting.h    bytes allocated and elements sent, printed beside the formulas
+ *   zero/no_extensions.h the lesson build only: what trainers and models call of the extensions, doing nothing
  *   zero/checkpoint.h    checkpoint save and resume over either engine
- *   zero/no_extensions.h the lesson build only: what the trainers call of the extensions, doing nothing
  *
  * Extensions, one folder each; a reader of the core may skip them all (zero/hooks.h names where
  * each steps in). Those marked * are left out of the lesson build (make ZERO_EXT=none, CPU and GPU):
@@ -36,15 +36,15 @@
  * functions; the trainers' --plan runs its binary (train/plan_exec.h).
  *
  * Where a collective is issued: zero_grads_unit_ready (gradients: all-reduce or reduce-scatter,
- * as backward finishes each unit), zero_param_work_gather (stage 3 all-gather before use) and
- * zero_optimizer_step (stages 1-2 all-gather of updated parameters), in engine_cpu.h and
- * engine_gpu.cuh; the MPI calls themselves in comm.h and comm_ring.h.
+ * as backward finishes each unit) and zero_param_work_gather (stage 3 all-gather before use) in
+ * engine_cpu.h / gpu/engine_gpu.cuh; zero_optimizer_step (stages 1-2 all-gather of the updated
+ * parameters) in optimizer_cpu.h / gpu/optimizer_gpu.cuh; the MPI calls in comm.h, comm_ring.h.
  *
  * The engine owns the parameters, gradients and AdamW state and is the only place collectives
- * are issued. The model asks it for a unit's parameters before using them (zero_params_unit) and
- * hands each unit back when it is done (zero_params_unit_done); backward asks for a unit's
- * gradient buffer (zero_grads_unit) and says when that unit's gradients are final for this
- * micro-step (zero_grads_unit_ready), which is where the unit's collective starts.
+ * are issued. The model (model/gpt2_cpu.h; GPU model/gpt2_gpu.cuh) asks it for a unit's parameters
+ * before using them (zero_params_unit) and hands each unit back when done (zero_params_unit_done);
+ * backward asks for a unit's gradient buffer (zero_grads_unit) and says when its gradients are
+ * final for this micro-step (zero_grads_unit_ready), which is where the unit's collective starts.
  *
  * Stages (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward Training Trillion
  * Parameter Models", sec. 5; docs/design.md "Stages"), fixed at compile time by ZERO_STAGE:
@@ -64,7 +64,7 @@
  *
  * Plain C (CPU build) and nvcc; CUDA-only parts inside #if ZERO_GPU_BUILD (nvcc, or dev/emu's CPU
  * emulation of CUDA). The GPU build shares the core but for engine_cpu.h and optimizer_cpu.h, whose
- * functions zero/gpu/engine_gpu.cuh defines with the same names and roles.
+ * functions zero/gpu/'s engine_gpu.cuh, state_io_gpu.cuh, optimizer_gpu.cuh define, same names and roles.
  */
 #ifndef ZERO_CUH
 #define ZERO_CUH

@@ -15,7 +15,7 @@
  * State file = header of 128 int64 (1024 bytes; fields ZS_*, including the gradient noise scale
  * meter's EMAs and the batch schedule's state), then m, then v, fp32, numel each:
  *   rank file: rank R's slice of every unit in unit order, units padded for N ranks
- *              (zero.cuh zero_get_optimizer_shard): numel = padded_numel / N. The same at every
+ *              (zero_get_optimizer_shard: zero/engine_cpu.h, zero/gpu/state_io_gpu.cuh): numel = padded_numel / N. The same at every
  *              ZeRO stage (stage 0 writes slice R of its replicated state).
  *   full file: the real (unpadded) elements of every unit in unit order: numel = parameters.
  * The checksum (FNV-1a, 64 bit, over the 32-bit words of m then v) catches a damaged payload;

@@ -12,6 +12,8 @@
  * when each unit's gradients are final (zero_grads_unit_ready), which is where the engine issues
  * that unit's collective. The ops are cpu/ (one op family per file, forward and backward side by
  * side); the GPU model (model/gpt2_gpu.cuh) makes the same calls in the same places.
+ * Next: zero/engine_cpu.h (what each call does; zero_grads_unit_ready starts the collective), then
+ * train_gpt2.c's gpt2_train_step (the micro-steps, zero_optimizer_step: zero/optimizer_cpu.h).
  *
  * Shapes: B micro-batch, T sequence length, C channels, NH heads, L layers, Vp padded vocab.
  * Errors: out of memory or T above the model's max_seq_len end the process with one line.

@@ -267,7 +267,7 @@ static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t see
     attention_check_head_size(c->channels, c->num_heads);
     param_layout_build(&model->layout, &model->config, world_size, ZERO_ALIGN);
     zero_init_placed(&model->zero, &model->layout, rank, world_size, offload); // offload NULL: all on the device
-    // One unit at a time, as the CPU trainer: initialized (the same on every rank: per-tensor
+    // One unit at a time, as model/gpt2_cpu.h's gpt2_build: initialized (the same on every rank: per-tensor
     // seeded streams) or read from the file, then handed to the engine, which keeps what this
     // rank's stage stores (fp32 master weights, bf16 parameters).
     size_t unit_capacity = zero_max_unit_numel(&model->layout);

@@ -7,7 +7,7 @@
  * It plans either build's layout, whichever binary was asked: the machine says which
  * (PlanMachine.gpu_build: h100 and h200 the GPU build's, cpu the CPU build's; gpu_build=0|1
  * overrides). The CPU build's sizes come from train_gpt2.c itself (included here, as test_gpt2.c
- * does, for its activation buffers and its ops, which the cpu machine times); the GPU build's
+ * does, for model/gpt2_cpu.h's activation buffers and its ops, which the cpu machine times); the GPU build's
  * from plan_fill_gpu_build below, which restates model/gpt2_gpu.cuh's device buffers (that file needs
  * nvcc). tests/t_66_plan_trace.sh checks both against runs (the GPU one in the emulation).
  */
@@ -19,8 +19,8 @@
 #include "plan/measure_ops.h" // its non-GEMM ops measured at the model's shapes
 
 /*
- * The CPU build's layout (train_gpt2.c): what the fp32 CPU build stores and does, beside the plan's model and
- * machine. Activations: this trainer's buffers (gpt2_activation_sizes). Attention: the B x NH x
+ * The CPU build's layout (model/gpt2_cpu.h): what the fp32 CPU build stores and does, beside the plan's model and
+ * machine. Activations: the model's buffers (gpt2_activation_sizes). Attention: the B x NH x
  * T x T probabilities are stored; backward runs 4 T x T products; both in 64-row query blocks.
  * Optimizer per owned element: AdamW reads p, g, m, v and writes p, m, v (28 bytes), the
  * 1/world_size average reads and writes g (8), the norm reads it (4). The cpu machine: this

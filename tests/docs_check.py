@@ -28,7 +28,7 @@ import subprocess
 import sys
 
 # Folders whose paths name sources (a path under another first folder is an output or external).
-SOURCE_DIRS = ("zero", "common", "cpu", "kernels", "plan", "train", "scripts", "tests", "dev", "docs", "data")
+SOURCE_DIRS = ("zero", "common", "cpu", "kernels", "plan", "train", "model", "scripts", "tests", "dev", "docs", "data")
 TOP_FILES = re.compile(r"^[\w.-]+\.(c|cu|cuh|h|py|sh|mk|md)$|^Makefile$")
 EXTERNAL_NAMES = {"llm.c", "cuda_occupancy.h"}  # cuda_occupancy.h: the CUDA toolkit's  # names of other projects' files, not this repository's
 PLACEHOLDER = re.compile(r"[*?<>$%{}]|\bDIR\b|\bOUT\b|\.\.\.|/$|^~")

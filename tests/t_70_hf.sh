@@ -4,7 +4,7 @@
 #      first on PYTHONPATH that refuses to import); their rounding of fp32 to bf16 (uint16 bits)
 #      is the trainer's, bit for bit: __float2bfloat16 of CUDA's cuda_bf16.hpp (its host path,
 #      compiled here with g++), which the CUDA build applies to the fp32 weights it loads
-#      (zero/gpu/engine_gpu.cuh), on edge values (ties, the largest finite, Inf, NaN, subnormals,
+#      (zero/gpu/state_io_gpu.cuh, zero_set_unit_params), on edge values (ties, the largest finite, Inf, NaN, subnormals,
 #      -0), around every bf16 value and on random bits; widening back is __bfloat162float's.
 #   1. round trip: a trainer checkpoint (fp32) and the same weights as a bf16 file, exported and
 #      imported back, are byte-identical to what went in (also from the published checkpoints'

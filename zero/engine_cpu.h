@@ -1,8 +1,8 @@
 /*
  * zero/engine_cpu.h: the CPU engine (fp32, MPI), what the CPU model calls: set-up, parameters per
  * unit, gradients per unit (where each unit's collective starts), and what checkpoints need; the
- * optimizer step on the owned slices is zero/optimizer_cpu.h. The GPU engine (zero/gpu/engine_gpu.cuh) has the same functions
- * on streams. Part of the ZeRO engine (the map is in zero.cuh).
+ * optimizer step on the owned slices is zero/optimizer_cpu.h. The GPU engine has the same functions
+ * on streams (zero/gpu/engine_gpu.cuh; set-up and checkpoint transfers zero/gpu/state_io_gpu.cuh). Part of the ZeRO engine (the map is in zero.cuh).
  */
 #ifndef ZERO_ENGINE_CPU_H
 #define ZERO_ENGINE_CPU_H

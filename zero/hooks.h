@@ -8,7 +8,7 @@
  *
  * ZERO_EXT (zero.cuh; 1 by default, 0 in the lesson build `make train_gpt2|train_gpt2cu ZERO_EXT=none`):
  * with 0 the extension folders are not compiled, each hook below is an empty function and
- * zero/no_extensions.h (GPU: also zero/gpu/no_extensions_gpu.cuh) stands in for what the trainers call,
+ * zero/no_extensions.h (GPU: also zero/gpu/no_extensions_gpu.cuh) stands in for what trainers and models call,
  * so the core builds and runs alone (stages 0-3, overlapped collectives, accumulation, checkpoints, GNS, the handshake).
  *
  * Needs: zero/engine.h (ZeroEngine, ZeroOp, ZeroWorkingUnit, AdamWConfig), zero/layout.h (ZeroBuffer).

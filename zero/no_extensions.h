@@ -1,7 +1,7 @@
 /*
  * zero/no_extensions.h: the lesson build only (make train_gpt2|train_gpt2cu ZERO_EXT=none, -DZERO_EXT=0),
  * where zero.cuh includes it instead of the offload, ZeRO++, trace and tied-rows folders. The engine's
- * hooks are empty there (zero/hooks.h); here is what the trainers call of those extensions, under
+ * hooks are empty there (zero/hooks.h); here is what trainers and models call of those extensions, under
  * the extensions' own names: their flags give one error line, the rest does nothing.
  */
 #ifndef ZERO_NO_EXTENSIONS_H

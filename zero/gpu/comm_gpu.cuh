@@ -251,7 +251,7 @@ static void zero_device_synchronize(ZeroEngine* z, const char* what) {
 // ============================================================================================
 // Device collectives on the comm stream
 
-// Start a device collective on op: zero.cuh's counting (zero_op_begin), and its issue order and
+// Start a device collective on op: zero/comm.h's counting (zero_op_begin), and its issue order and
 // step for the timeout diagnosis. The comm stream orders collectives on the same op, so a new
 // one may be queued while the previous one is still pending.
 static void zero_device_op_begin(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, int unit, const char* what, long long sent) {
@@ -275,7 +275,7 @@ static void zero_host_staging(ZeroEngine* z, float** host_float, bf16** host_bf1
 }
 
 #if ZERO_COMM_MPI
-// Host-staged collective: device bf16 -> host fp32 -> zero.cuh's MPI collective (counted and
+// Host-staged collective: device bf16 -> host fp32 -> zero/comm.h's MPI collective (counted and
 // timed there) -> bf16 -> device, on the comm stream; the host waits for each step of it.
 static void zero_host_staged_collective(ZeroEngine* z, ZeroOpKind kind, const bf16* mine, bf16* buf, size_t n,
                                         int unit, const char* what) {
@@ -348,7 +348,7 @@ static void zero_device_collective(ZeroEngine* z, ZeroOp* op, ZeroOpKind kind, c
  * Sum of n floats on the device (x, fp32) over all ranks, in place, ordered on the compute stream:
  * the optimizer's squared norms. NCCL: an all-reduce of n floats on the comm stream between two
  * event waits, so the host does not wait (the compute stream's wait is timed as exposed
- * communication). Host-staged MPI backend: the host waits for x, sums it with zero.cuh's scalar
+ * communication). Host-staged MPI backend: the host waits for x, sums it with zero/comm.h's scalar
  * all-reduce (in double) and copies it back (a host stall, as every collective of that backend).
  * One rank: nothing to do. Not counted in the elements sent (a scalar collective).
  */

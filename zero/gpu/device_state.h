@@ -2,7 +2,7 @@
  * zero/gpu/device_state.h: the GPU engine's state, reached from the engine by one field,
  * ZeroEngine.gpu (GPU build only): the streams and their marks, the fp32 gradient accumulator and
  * master weights, the optimizer's plan and its results in flight, NCCL's communicator, and the
- * GPU offload's host side. Used by zero/gpu/engine_gpu.cuh, comm_gpu.cuh, optimizer_gpu.cuh and
+ * GPU offload's host side. Used by zero/gpu/engine_gpu.cuh, comm_gpu.cuh, state_io_gpu.cuh, optimizer_gpu.cuh and
  * zero/offload/offload_gpu.cuh. Part of the ZeRO engine (the map is in zero.cuh).
  */
 #ifndef ZERO_DEVICE_STATE_H

@@ -3,7 +3,7 @@
  * everything the two builds share; nothing else includes it.
  *
  * Same state (ZeroEngine), same interface, same shard layout, working-unit policy and
- * accounting as the CPU engine in zero.cuh: the model asks for a unit's parameters
+ * accounting as the CPU engine (zero/engine_cpu.h): the model asks for a unit's parameters
  * (zero_params_unit, zero_params_prefetch, zero_params_unit_done), backward for a unit's
  * gradient buffer (zero_grads_unit) and says when it is final (zero_grads_unit_ready), and the
  * trainer brackets each optimizer step with zero_step_begin and zero_optimizer_step. The
@@ -34,12 +34,14 @@
  * oldest one not finished (rank, collective, unit, step), aborts the NCCL communicator and then
  * every rank (MPI_Abort).
  * Scalar collectives, barriers and checkpoint gathers go over MPI on the host, through the
- * communication section of zero.cuh that the CPU build uses.
+ * communication code the CPU build uses (zero/comm.h). Parameters and optimizer state in and
+ * out (set-up, checkpoints, resume, replica check): zero/gpu/state_io_gpu.cuh; the optimizer
+ * step: zero/gpu/optimizer_gpu.cuh.
  *
  * Collective backends (compile time, `make train_gpt2cu ZERO_COMM=nccl|mpi`):
  *   nccl (default)  NCCL on the comm stream, bf16, sum; one rank per GPU.
  *   mpi             host-staged: the unit is copied to the host, converted to fp32, reduced or
- *                   gathered with zero.cuh's MPI collectives, converted back and copied up. The
+ *                   gathered with zero/comm.h's MPI collectives, converted back and copied up. The
  *                   host waits for each collective (no overlap) and sums in fp32, so losses match
  *                   the NCCL backend to bf16 rounding, not bitwise; several ranks may share one
  *                   GPU, which is what it is for (testing the multi-rank schedule on one GPU).
@@ -51,7 +53,7 @@
 #error "zero/gpu/engine_gpu.cuh is part of zero.cuh; include zero.cuh"
 #endif
 
-#include "common/rng.h" // splitmix64: the per-step AdamW rounding seed
+#include "common/rng.h" // splitmix64: the per-step AdamW rounding seed (optimizer_gpu.cuh, state_io_gpu.cuh)
 #include "kernels/adamw.cuh"
 #include "kernels/global_norm.cuh"
 #include "kernels/grad_accum.cuh"
@@ -287,7 +289,7 @@ static bf16* zero_owned(const ZeroEngine* z, bf16* buffer, ZeroBuffer which, int
 }
 
 // ============================================================================================
-// Working units (stages 2, 3): zero.cuh's zero_work_find / zero_work_take pick them, as on the CPU
+// Working units (stages 2, 3): zero/work_units.h's zero_work_find / zero_work_take pick them, as on the CPU
 
 // Stage 2/3: the compute stream waits for the unit's reduce-scatter and the addition of its
 // slice into the gradient shard, both queued on the comm stream by zero_grads_unit_ready; then

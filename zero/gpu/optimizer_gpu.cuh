@@ -6,7 +6,7 @@
  *
  * A step, as the trainer drives it:
  *   zero_step_begin(z, t)                 counters, the step's slot (t mod 3), a start event
- *   ... forward and backward of every micro-step (engine_gpu.cuh) ...
+ *   ... forward and backward of every micro-step (model/gpt2_gpu.cuh calling engine_gpu.cuh) ...
  *   zero_optimizer_step_async(z, ...t)   enqueues the optimizer; returns at once
  *   (the trainer enqueues step t+1 here)
  *   zero_step_result(z, t, &r)           the host waits (timed) for step t's norm; never needed

@@ -3,9 +3,9 @@
  * device: set-up (zero_set_unit_params, from init or a model file), checkpoints
  * (zero_get_full_params, zero_get_optimizer_shard), resume (zero_set_optimizer_shard,
  * zero_params_round_as_step) and the replica check (zero_replicas_agree). zero.cuh includes it
- * under ZERO_GPU_BUILD after zero/gpu/engine_gpu.cuh, whose staging buffers and waits it uses;
- * zero/checkpoint.h calls it through zero/backend.h, as it calls the CPU engine's twins
- * (zero/engine_cpu.h).
+ * under ZERO_GPU_BUILD after zero/gpu/engine_gpu.cuh (its zero_owned); the host staging buffers
+ * and the waits are zero/gpu/comm_gpu.cuh's. zero/checkpoint.h, included after it, calls these
+ * as it calls the CPU engine's twins (zero/engine_cpu.h).
  *
  * Every rank calls each of these at the same point (they contain collectives over MPI on the
  * host); each is host-synchronous: it waits for the device first (zero_device_synchronize), so
@@ -104,7 +104,7 @@ static void zero_params_round_as_step(ZeroEngine* z, int t) {
 
 // Gather the full fp32 master weights (padded_numel elements) into `full` on rank 0 for a
 // checkpoint; every rank calls it, the others pass NULL. Stages 1-3: unit by unit over MPI
-// (zero.cuh's gather, outside the per-step count), through a host copy of this rank's slice.
+// (zero/comm.h's gather, outside the per-step count), through a host copy of this rank's slice.
 static void zero_get_full_params(ZeroEngine* z, float* full) {
     const ParamLayout* layout = z->layout;
     zero_device_synchronize(z, "checkpoint parameters");
@@ -139,7 +139,7 @@ static void zero_get_optimizer_shard(ZeroEngine* z, float* m_out, float* v_out) 
 }
 
 // Inverse of zero_get_optimizer_shard. Stage 0 keeps all of m and v on every rank: each unit is
-// all-gathered on the host (zero.cuh's MPI all-gather) and copied up whole.
+// all-gathered on the host (zero/comm.h's MPI all-gather) and copied up whole.
 static void zero_set_optimizer_shard(ZeroEngine* z, const float* m_in, const float* v_in) {
     zero_device_synchronize(z, "setting optimizer state");
     float* host;
