@@ -62,6 +62,49 @@
 #   run(command="GPU_CHECK_SECTIONS='4 9' GPU_CHECK_BUDGET=240 bash dev/gpu_check.sh",
 #       carry=["build/device_deps"], timeout_s=270)   # budget: status's budget_left_s minus the
 #                                                     # start (1-2 min) and 30 s of margin
+
+# ---- Readers of what the trainer and test_gpt2cu print. tests/t_64_gpu_check_readers.sh runs them
+# on the emulated binaries' logs (`GPU_CHECK_LIB=1; source dev/gpu_check.sh` defines them and
+# returns), so a changed line fails there, in CI, rather than on the GPU.
+declare -A logits_err grads_l2 accum_err tok_s mfu peak step_ms loss_at expect_mib off_ms off_peak
+# read_reference LOG S: test_gpt2cu's errors against the PyTorch reference, at stage S.
+read_reference() {
+    logits_err[$2]=$(grep -m1 'forward_logits' "$1" | grep -o 'max abs err [0-9.e+-]*' | awk '{print $4}')
+    grads_l2[$2]=$(grep -m1 'gradients_match_pytorch_bf16_l2' "$1" | grep -o 'L2 err [0-9.e+-]*' | awk '{print $3}')
+    accum_err[$2]=$(grep -m1 'gradient_accumulation' "$1" | grep -o 'L2 err [0-9.e+-]*' | awk '{print $3}')
+}
+# read_d12 LOG PATH: a timed run's mean step (ms), tokens/s, MFU, peak device memory and the
+# formula's (MiB), the loss at step 12.
+read_d12() {
+    local done_line; done_line=$(grep -m1 '^done:' "$1")
+    step_ms[$2]=$(grep -o 'mean step [0-9.]* ms' <<<"$done_line" | awk '{print $3}')
+    tok_s[$2]=$(grep -o '[0-9]* tok/s' <<<"$done_line" | awk '{print $1}')
+    mfu[$2]=$(grep -o 'MFU [0-9.]*%' <<<"$done_line" | awk '{print $2}')
+    peak[$2]=$(grep -o "([0-9.]* above the CUDA context" <<<"$done_line" | tr -d "(" | awk "{print \$1}")
+    expect_mib[$2]=$(grep -m1 '^device memory:' "$1" | grep -o 'expected [0-9.]* MiB' | awk '{print $2}')
+    loss_at[$2]=$(grep -E '^step +12/' "$1" | grep -o 'loss [0-9.]*' | awk '{print $2}')
+}
+# op_table LOG: the -ot per-kernel table, from its header to its sum line.
+op_table() { sed -n '/^op timing:/,/^sum of the rows/p' "$1"; }
+# read_offload LOG TAG: an offload section run's mean step (ms) and peak GPU memory (MiB).
+read_offload() {
+    local done_line; done_line=$(grep -m1 '^done:' "$1")
+    off_ms[$2]=$(grep -o 'mean step [0-9.]* ms' <<<"$done_line" | awk '{print $3}')
+    off_peak[$2]=$(grep -o 'peak GPU memory [0-9.]* MiB' <<<"$done_line" | awk '{print $4}')
+}
+# loss_norm_pairs LOG: "loss norm" of each step line, one line per step.
+loss_norm_pairs() { grep -E '^step +[0-9]+/' "$1" | sed -E 's/.*\| loss ([0-9.eE+-]+) .*\| norm ([0-9.eE+-]+) .*/\1 \2/'; }
+# multi_compare REF LOG TOL: "worst loss difference, worst norm relative difference" over 5 steps
+# and exit 0 when both are within TOL.
+multi_compare() {
+    paste <(loss_norm_pairs "$1") <(loss_norm_pairs "$2") |
+    awk -v tol="$3" 'NF == 4 { d = $1 - $3; if (d < 0) d = -d; if (d > wl) wl = d;
+                               r = ($2 - $4) / ($2 > 0 ? $2 : 1); if (r < 0) r = -r; if (r > wn) wn = r; n++ }
+                     END { printf "loss %.3g, norm %.3g relative over %d steps (tolerance %g)", wl, wn, n, tol;
+                           exit !(n == 5 && wl <= tol && wn <= tol) }'
+}
+if [ "${GPU_CHECK_LIB:-0}" = 1 ]; then return 0 2>/dev/null || exit 0; fi
+
 set -u
 cd "$(dirname "$0")/.." || exit 1
 START=$(date +%s)
@@ -448,7 +491,6 @@ archive
 
 # =============================================================================================
 # 3, 6. the model vs the PyTorch reference (one GPU, no MPI), stage by stage
-declare -A logits_err grads_l2 accum_err
 reference() {
     local s=$1 log=$LOGS/test_gpt2cu_zero$1.log bin=build/cuda/test_gpt2cu_nompi_${SM}_zero$1 t rc
     if [ "$s" != 0 ] && [ -n "$BG_PID" ]; then # the background build: wait for it, within the budget
@@ -462,9 +504,7 @@ reference() {
     run_to "$t" "$log" "./$bin"
     rc=$?
     grep -E '^(PASS|FAIL)' "$log" | sed "s/^/[stage $s] /"
-    logits_err[$s]=$(grep -m1 'forward_logits' "$log" | grep -o 'max abs err [0-9.e+-]*' | awk '{print $4}')
-    grads_l2[$s]=$(grep -m1 'gradients_match_pytorch_bf16_l2' "$log" | grep -o 'L2 err [0-9.e+-]*' | awk '{print $3}')
-    accum_err[$s]=$(grep -m1 'gradient_accumulation' "$log" | grep -o 'L2 err [0-9.e+-]*' | awk '{print $3}')
+    read_reference "$log" "$s"
     if [ $rc -eq 0 ] && ! grep -q '^FAIL' "$log"; then record "test_gpt2cu_zero$s" PASS "$(grep -c '^PASS' "$log") checks"
     else record "test_gpt2cu_zero$s" FAIL "$(rc_text $rc "$t"): $(grep -m1 -E '^FAIL|error' "$log" | cut -c1-200)"; fi
 }
@@ -473,7 +513,6 @@ archive
 
 # =============================================================================================
 # 4, 5. d12 at B=64, T=1024, stage 0, one GPU: per-kernel table (steps 3-6), MFU (steps 7-12)
-declare -A tok_s mfu peak step_ms loss_at expect_mib
 throughput() {
     local path=$1 bin=$2 log=$LOGS/train_d12_$1.log t rc done_line
     if [ ! -x "$bin" ]; then record "train_d12_$path" SKIP "$bin not built"; return; fi
@@ -481,14 +520,9 @@ throughput() {
     t=$(limit 70 25) || { skip_budget "train_d12_$path" 25; return; }
     run_to "$t" "$log" "$bin" -i "$TRAIN_BIN" -j "$VAL_BIN" -e d12 -b 64 -t 1024 -x 12 -ot 4 -v 0 -s 0 -l 6e-4 -u 10
     rc=$?
+    read_d12 "$log" "$path"
     done_line=$(grep -m1 '^done:' "$log")
-    step_ms[$path]=$(grep -o 'mean step [0-9.]* ms' <<<"$done_line" | awk '{print $3}')
-    tok_s[$path]=$(grep -o '[0-9]* tok/s' <<<"$done_line" | awk '{print $1}')
-    mfu[$path]=$(grep -o 'MFU [0-9.]*%' <<<"$done_line" | awk '{print $2}')
-    peak[$path]=$(grep -o "([0-9.]* above the CUDA context" <<<"$done_line" | tr -d "(" | awk "{print \$1}")
-    expect_mib[$path]=$(grep -m1 '^device memory:' "$log" | grep -o 'expected [0-9.]* MiB' | awk '{print $2}')
-    loss_at[$path]=$(grep -E '^step +12/' "$log" | grep -o 'loss [0-9.]*' | awk '{print $2}')
-    sed -n '/^op timing:/,/^sum of the rows/p' "$log" >"$LOG/op_table_$path.txt"
+    op_table "$log" >"$LOG/op_table_$path.txt"
     if [ $rc -eq 0 ] && [ -n "$done_line" ]; then record "train_d12_$path" PASS "$done_line"
     else record "train_d12_$path" FAIL "$(rc_text $rc "$t"): $(grep -v '^step' "$log" | tail -2 | tr '\n' ' ' | cut -c1-300)"; fi
     [ -s "$log" ] || SEC_NOTES[-1]+=" (no output)"
@@ -551,15 +585,13 @@ archive
 # time and peak GPU memory of both, and the largest loss difference: 0 expected (the host AdamW
 # and the device kernel spell out the same roundings, kernels/adamw.cuh; t_62 checks the PTX), so
 # a non-zero difference here is reported as a FAIL: it is what only a GPU can show
-declare -A off_ms off_peak
 offload_run() { # TAG FLAGS...
     local tag=$1 log=$LOGS/train_d12_zero2_$1.log t done_line; shift
     t=$(limit 60 25) || return 1
     run_to "$t" "$log" "$OFF_BIN" -i "$TRAIN_BIN" -j "$VAL_BIN" -e d12 -b 64 -t 1024 -x 8 -v 0 -s 0 -l 6e-4 -u 10 "$@"
     OFF_RC=$?
+    read_offload "$log" "$tag"
     done_line=$(grep -m1 '^done:' "$log")
-    off_ms[$tag]=$(grep -o 'mean step [0-9.]* ms' <<<"$done_line" | awk '{print $3}')
-    off_peak[$tag]=$(grep -o 'peak GPU memory [0-9.]* MiB' <<<"$done_line" | awk '{print $4}')
     [ $OFF_RC -eq 0 ] && [ -n "$done_line" ]
 }
 name=zero2_offload_cpu_d12 OFF_BIN=build/cuda/train_gpt2cu_nompi_${SM}_zero2
@@ -594,16 +626,6 @@ archive
 MULTI_ARGS=(-i "$TRAIN_BIN" -e d2 -t 64 -d 256 -v 0 -s 0 -l 1e-3 -u 2 -wt 60 -x 5)
 MPIRUN_N=()
 [ ${#MPIRUN[@]} -gt 2 ] && MPIRUN_N=("${MPIRUN[@]:0:${#MPIRUN[@]}-2}") # mpirun without its -np 2
-# multi_compare REF LOG TOL: "worst loss difference, worst norm relative difference" over 5 steps
-# and exit 0 when both are within TOL.
-multi_compare() {
-    paste <(grep -E '^step +[0-9]+/' "$1" | sed -E 's/.*\| loss ([0-9.eE+-]+) .*\| norm ([0-9.eE+-]+) .*/\1 \2/') \
-          <(grep -E '^step +[0-9]+/' "$2" | sed -E 's/.*\| loss ([0-9.eE+-]+) .*\| norm ([0-9.eE+-]+) .*/\1 \2/') |
-    awk -v tol="$3" 'NF == 4 { d = $1 - $3; if (d < 0) d = -d; if (d > wl) wl = d;
-                               r = ($2 - $4) / ($2 > 0 ? $2 : 1); if (r < 0) r = -r; if (r > wn) wn = r; n++ }
-                     END { printf "loss %.3g, norm %.3g relative over %d steps (tolerance %g)", wl, wn, n, tol;
-                           exit !(n == 5 && wl <= tol && wn <= tol) }'
-}
 if ! want 10; then not_asked multi_gpu 10
 elif [ "$MULTI_OK" = 0 ]; then
     record multi_gpu SKIP "$NGPU GPU(s) visible, NCCL $([ "$NCCL_OK" = 1 ] && echo found || echo missing), MPI $([ "$MPI_OK" = 1 ] && echo found || echo missing); needs 2 GPUs, NCCL, Open MPI"
