@@ -142,22 +142,10 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
 static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t seed, int rank, int world_size,
                        const ZeroOffloadArgs* offload) {
     // A depth, a model file, or the resume checkpoint (read by rank 0 and broadcast): train/model_source.h.
-    int from_file = model_source_config(init, &model->config);
-    if (T > model->config.max_seq_len) {
-        fprintf(stderr, "error: -t %d: longer than the model's max sequence length; expected T <= %d\n", T, model->config.max_seq_len);
-        exit(1);
-    }
+    int from_file = model_source_config_for(init, T, &model->config);
     param_layout_build(&model->layout, &model->config, world_size, ZERO_ALIGN);
     zero_init_placed(&model->zero, &model->layout, rank, world_size, offload); // offload NULL: all in RAM
-    // One unit at a time: initialized (the same on every rank: per-tensor seeded streams) or read
-    // from the file, then handed to the engine, which keeps what this rank's stage stores.
-    float* unit_buf = (float*)zero_calloc(zero_max_unit_numel(&model->layout), sizeof(float), "parameter unit");
-    for (int u = 0; u < model->layout.num_units; u++) {
-        if (from_file) model_source_unit(init, &model->layout, u, unit_buf);
-        else gpt2_init_unit(&model->layout, u, unit_buf, seed);
-        zero_set_unit_params(&model->zero, u, unit_buf);
-    }
-    free(unit_buf);
+    model_source_params_to_engine(&model->zero, &model->layout, init, from_file, seed); // unit by unit
     model->backward_follows = 0;
     gpt2_alloc_activations(model, B, T);
 }

@@ -253,11 +253,7 @@ static void gpt2_alloc_activations(GPT2* model, int B, int T) {
 static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t seed, int rank, int world_size,
                        const ZeroOffloadArgs* offload) {
     // A depth, a model file, or the resume checkpoint (read by rank 0 and broadcast): train/model_source.h.
-    int from_file = model_source_config(init, &model->config);
-    if (T > model->config.max_seq_len) {
-        fprintf(stderr, "error: -t %d: longer than the model's max sequence length; expected T <= %d\n", T, model->config.max_seq_len);
-        exit(1);
-    }
+    int from_file = model_source_config_for(init, T, &model->config);
     const GPT2Config* c = &model->config;
     if (c->channels % 64 != 0 || c->padded_vocab_size % 8 != 0) {
         fprintf(stderr, "error: %s: C=%d, Vp=%d unsupported by the GPU kernels; expected C a multiple of 64 and Vp of 8\n",
@@ -267,17 +263,8 @@ static void gpt2_build(GPT2* model, const char* init, int B, int T, uint64_t see
     attention_check_head_size(c->channels, c->num_heads);
     param_layout_build(&model->layout, &model->config, world_size, ZERO_ALIGN);
     zero_init_placed(&model->zero, &model->layout, rank, world_size, offload); // offload NULL: all on the device
-    // One unit at a time, as model/gpt2_cpu.h's gpt2_build: initialized (the same on every rank: per-tensor
-    // seeded streams) or read from the file, then handed to the engine, which keeps what this
-    // rank's stage stores (fp32 master weights, bf16 parameters).
-    size_t unit_capacity = zero_max_unit_numel(&model->layout);
-    float* unit_buf = (float*)host_alloc(unit_capacity * sizeof(float), "parameter unit");
-    for (int u = 0; u < model->layout.num_units; u++) {
-        if (from_file) model_source_unit(init, &model->layout, u, unit_buf);
-        else gpt2_init_unit(&model->layout, u, unit_buf, seed);
-        zero_set_unit_params(&model->zero, u, unit_buf);
-    }
-    free(unit_buf);
+    // Unit by unit, as the CPU model: the engine keeps this rank's fp32 master weights, bf16 parameters.
+    model_source_params_to_engine(&model->zero, &model->layout, init, from_file, seed);
     gpt2_alloc_activations(model, B, T);
     // The set-up's memsets ran on the legacy stream, which the engine's non-blocking streams do
     // not order against: finish them before the first kernel.

@@ -13,6 +13,7 @@
 #error "include zero.cuh before train/model_source.h"
 #endif
 #include "common/gpt2_config.h"
+#include "common/init.h"
 #include "common/model_file.h"
 
 /*
@@ -61,6 +62,34 @@ static void model_source_unit(const char* init, const ParamLayout* layout, int u
     if (zero_cluster.rank == 0) model_file_read_params(init, layout, unit_buf, unit);
     // Broadcast: padded_numel fp32 elements of the unit, rank 0's file to every rank.
     zero_startup_bcast(unit_buf, layout->units[unit].padded_numel * sizeof(float), "the resume checkpoint's parameters from rank 0");
+}
+
+// model_source_config for a run of sequence length T: a T beyond the model's context is one error
+// line, exit 1. Returns 0 (a depth) or 1 (a model file), as model_source_config.
+static int model_source_config_for(const char* init, int T, GPT2Config* cfg) {
+    int from_file = model_source_config(init, cfg);
+    if (T > cfg->max_seq_len) {
+        fprintf(stderr, "error: -t %d: longer than the model's max sequence length; expected T <= %d\n", T, cfg->max_seq_len);
+        exit(1);
+    }
+    return from_file;
+}
+
+/*
+ * Every parameter of init into the engine, one unit at a time, so no rank holds more than one unit
+ * of fp32 scratch beyond what its stage keeps: each unit initialized (the same on every rank:
+ * per-tensor seeded streams, common/init.h) or read from the file (model_source_unit), then handed
+ * to the engine (zero_set_unit_params), which keeps what this rank's stage stores.
+ */
+static void model_source_params_to_engine(ZeroEngine* z, const ParamLayout* layout, const char* init, int from_file,
+                                          uint64_t seed) {
+    float* unit_buf = (float*)zero_calloc(zero_max_unit_numel(layout), sizeof(float), "parameter unit");
+    for (int u = 0; u < layout->num_units; u++) {
+        if (from_file) model_source_unit(init, layout, u, unit_buf);
+        else gpt2_init_unit(layout, u, unit_buf, seed);
+        zero_set_unit_params(z, u, unit_buf);
+    }
+    free(unit_buf);
 }
 
 #endif // TRAIN_MODEL_SOURCE_H
