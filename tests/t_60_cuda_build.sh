@@ -6,7 +6,8 @@
 # headers are fetched from PyPI by scripts/cudnn_frontend.sh when missing) for sm_90, and the
 # lesson build (ZERO_EXT=none, the ZeRO core alone) for sm_90 at stage 3 (make cuda_check). No GPU
 # is needed or used; nothing here runs a kernel. Then dev/gpu_check.sh as far as it goes without
-# a GPU (its plan, its section list, the builds a section list asks for).
+# a GPU: its plan, its section list, the builds a section list asks for, and its whole flow with a
+# stand-in nvidia-smi (every section reached, no shell error; its builds add about 2 minutes).
 # One PASS/FAIL line per compiled configuration. Measured 206 s (cpu 228 s) in the full suite on 2
 # cores beside another group (make -j2).
 cd "$(dirname "$0")/.." || exit 1
@@ -72,3 +73,27 @@ sections_build_only_theirs() { # section 9 needs train_gpt2cu_nompi_<sm>_zero2 a
         { echo "compiled: ${compiled:-nothing}; $(tail -3 "$gc_out/build.txt" | tr '\n' ' ')"; return 1; }
 }
 check "gpu_check_sections_build_only_what_they_need" sections_build_only_theirs
+# The whole flow with a stand-in nvidia-smi (one H100, sm_90): every section builds what it needs
+# and is reached; each run ends with the trainer's "no CUDA device" line, so the section fails (or
+# skips: a build cut short under load, no compute-sanitizer, one GPU for section 10) and says so
+# in one line; the summary prints; and no shell error (an unbound variable under set -u, a typo)
+# turns up on the path a real GPU run would take. About 2 minutes of builds on 2 cores.
+flow_reaches_every_section() {
+    mkdir -p "$gc_out/bin"
+    printf '%s\n' '#!/bin/sh' 'case "$*" in' \
+        '  -L) echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-stand-in)";;' \
+        '  *query-gpu=name*) echo "NVIDIA H100 80GB HBM3, 81559 MiB, 580.159.04";;' \
+        '  *compute_cap*) echo "9.0";;' '  *) echo "stand-in";;' 'esac' >"$gc_out/bin/nvidia-smi"
+    chmod +x "$gc_out/bin/nvidia-smi"
+    PATH="$gc_out/bin:$PATH" OUT="$gc_out/flow" GPU_CHECK_BUDGET=300 timeout 360 bash dev/gpu_check.sh >"$gc_out/flow.txt" 2>&1
+    local rc=$? name missing=""
+    if grep -m3 -E 'unbound variable|command not found|syntax error|: line [0-9]+: ' "$gc_out/flow.txt"; then return 1; fi
+    for name in build_one_gpu test_kernels test_gpt2cu_zero0 train_d12_flash train_d12_cudnn test_gpt2cu_zero1 sanitizer_memcheck \
+                mpi_backend_np2 zero2_offload_cpu_d12 multi_gpu lesson_build_zero0; do
+        grep -qE "^(PASS|FAIL|SKIP) $name: " "$gc_out/flow.txt" || missing+=" $name"
+    done
+    [ -z "$missing" ] && [ $rc -eq 1 ] && grep -q '^total [0-9]*s of 300s: ' "$gc_out/flow.txt" &&
+        grep -q '^FAIL .*no CUDA device' "$gc_out/flow.txt" || # (some run started: its binary was built)
+        { echo "exit $rc; no line for:${missing:- (none)}; $(tail -2 "$gc_out/flow.txt" | tr '\n' ' ')"; return 1; }
+}
+check "gpu_check_flow_reaches_every_section_without_a_shell_error" flow_reaches_every_section
