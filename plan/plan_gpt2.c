@@ -8,7 +8,7 @@
  * (PlanMachine.gpu_build: h100 and h200 the GPU build's, cpu the CPU build's; gpu_build=0|1
  * overrides). The CPU build's sizes come from train_gpt2.c itself (included here, as test_gpt2.c
  * does, for model/gpt2_cpu.h's activation buffers and its ops, which the cpu machine times); the GPU build's
- * from plan_fill_gpu_build below, which restates model/gpt2_gpu.cuh's device buffers (that file needs
+ * from plan_fill_gpu_build below, which restates model/gpt2_gpu_buffers.cuh's device buffers (that file needs
  * nvcc). tests/t_66_plan_trace.sh checks both against runs (the GPU one in the emulation).
  */
 #define TESTING
@@ -110,10 +110,10 @@ static void plan_fill_cpu_build(PlanModel* pm, const ParamLayout* layout, PlanMa
 }
 
 /*
- * The GPU build's layout (model/gpt2_gpu.cuh, zero/gpu/engine_gpu.cuh): bf16 parameters, activations
+ * The GPU build's layout (model/gpt2_gpu_buffers.cuh, zero/gpu/engine_gpu.cuh): bf16 parameters, activations
  * and micro-step gradients, fp32 accumulated gradients, master weights and Adam state (the
  * engine's own functions count those: plan/plan_memory.h, has_master). Activations: the device
- * buffers model/gpt2_gpu.cuh's gpt2_activation_sizes lists, in its order, each rounded up to 256
+ * buffers model/gpt2_gpu_buffers.cuh's gpt2_activation_sizes lists, in its order, each rounded up to 256
  * bytes as it carves them, then its micro-batch slots and loss slots. The kernels' scratch is
  * restated from kernels/: layernorm backward's LAYERNORM_BACKWARD_BLOCKS (1024) x 2 x C floats or
  * matmul dbias's MATMUL_DBIAS_ROW_CHUNKS (128) x 4C, whichever is larger, and attention
@@ -126,8 +126,8 @@ static void plan_fill_cpu_build(PlanModel* pm, const ParamLayout* layout, PlanMa
 #define PLAN_GPU_LAYERNORM_BACKWARD_BLOCKS 1024 // kernels/layernorm.cuh
 #define PLAN_GPU_MATMUL_DBIAS_ROW_CHUNKS 128    // kernels/matmul.cuh
 #define PLAN_GPU_ATTENTION_TILE 64              // kernels/attention.cuh
-#define PLAN_GPU_BATCH_SLOTS 2                  // model/gpt2_gpu.cuh: BATCH_SLOTS, each 5 x BT + 1 ints
-#define PLAN_GPU_LOSS_SLOTS (3 + 1) // model/gpt2_gpu.cuh: LOSS_EVAL_SLOT + 1 floats, LOSS_EVAL_SLOT = ZERO_STEP_SLOTS (3, zero/engine.h)
+#define PLAN_GPU_BATCH_SLOTS 2                  // model/gpt2_gpu_buffers.cuh: BATCH_SLOTS, each 5 x BT + 1 ints
+#define PLAN_GPU_LOSS_SLOTS (3 + 1) // model/gpt2_gpu_buffers.cuh: LOSS_EVAL_SLOT + 1 floats, LOSS_EVAL_SLOT = ZERO_STEP_SLOTS (3, zero/engine.h)
 static size_t plan_gpu_activation_bytes(const ParamLayout* layout, int B, int T) {
     const GPT2Config* c = &layout->config;
     size_t L = c->num_layers, C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;

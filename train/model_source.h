@@ -3,7 +3,7 @@
  * from scratch), an llm.c model file (-e FILE, its header and checksum checked here), or the
  * resume checkpoint's model file, which is on rank 0's disk (with a node-local -o, only there):
  * rank 0 reads it and broadcasts it unit by unit. Trainer glue over the engine's start-up
- * broadcasts (zero/cluster/handshake.h); model/gpt2_cpu.h's and model/gpt2_gpu.cuh's gpt2_build call it,
+ * broadcasts (zero/cluster/handshake.h); model/gpt2_cpu.h's and model/gpt2_gpu_buffers.cuh's gpt2_build call it,
  * train/train_setup.h's resume decision fills zero_resume_model.
  * Host C; include after zero.cuh.
  */
